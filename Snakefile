@@ -1,0 +1,22 @@
+# SVE kernel evaluation harness: instruction counts at every SVE vector length.
+# Stages, one rule file each: build -> count (qemu | armie) -> collect -> plot.
+# Run it through ./harness (which installs what is missing first), or directly:
+#   snakemake --cores 2 --config sweep=configs/default.yaml
+from snakemake.utils import min_version
+
+min_version("8.0")
+
+
+include: "rules/common.smk"
+include: "rules/build.smk"
+include: "rules/count.smk"
+include: "rules/collect.smk"
+include: "rules/plot.smk"
+
+
+rule all:
+    input:
+        counts=f"{RESULTS}/counts.csv",
+        provenance=f"{RESULTS}/provenance.csv",
+        figures=FIGURES,
+        summary=f"{RESULTS}/summary.md",

@@ -1,0 +1,112 @@
+"""Build stage: the exact compile and link command lines, in one place.
+
+The Snakemake build rules run these commands, the provenance sidecar records them, and
+`./harness explain` prints them, so what is reported is what was run.
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from analysis.config import REPO, KernelTable, Sweep
+from analysis.toolchain import COMPILERS, cflags
+
+INCLUDE = REPO / "kernels" / "include"
+ROI_SOURCES = REPO / "kernels" / "roi"
+HARNESS_SOURCE = REPO / "kernels" / "harness" / "harness.c"
+PLUGIN_SOURCES = REPO / "armie_clients"
+PLUGIN_COMMON = ("tbstats.c",)
+PLUGIN_FLAGS = ("-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra", "-std=gnu11")
+
+
+def vls_bits(build: str) -> int | None:
+    return int(build[3:]) if build.startswith("vls") else None
+
+
+def gen_dir(build_dir: Path) -> Path:
+    return build_dir / "gen"
+
+
+def obj_dir(build_dir: Path, compiler: str, build: str) -> Path:
+    return build_dir / compiler / build / "obj"
+
+
+def binary_path(build_dir: Path, compiler: str, build: str, backend: str, name: str) -> Path:
+    return build_dir / compiler / build / "bin" / backend / name
+
+
+def roi_object(build_dir: Path, compiler: str, backend: str) -> Path:
+    return build_dir / compiler / "roi" / f"roi_{backend}.o"
+
+
+def plugin_path(build_dir: Path, client: str) -> Path:
+    return build_dir / "plugins" / f"lib{client}.so"
+
+
+def compile_cmd(build_dir: Path, compiler: str, build: str, source: Path, out: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    comp = COMPILERS[compiler]
+    return [
+        *comp.cc, *cflags(vls_bits(build), extra),
+        f"-I{INCLUDE}", f"-I{gen_dir(build_dir)}", "-c", str(source), "-o", str(out),
+    ]
+
+
+def kernel_flags(table: KernelTable, kernel: str, variant: str, compiler: str) -> tuple[str, ...]:
+    return table.row(kernel, variant).cflags.get(compiler, ())
+
+
+def kernel_objects(build_dir: Path, table: KernelTable, compiler: str, build: str, kernel: str, variant: str) -> dict[str, Path]:
+    """The objects a kernel binary links, in link order (the marker object comes last)."""
+    row = table.row(kernel, variant)
+    d = obj_dir(build_dir, compiler, build)
+    return {
+        "driver": d / f"driver_{row.family}.o",
+        "kernel": d / f"{kernel}-{variant}.o",
+        "harness": d / "harness.o",
+    }
+
+
+def link_cmd(compiler: str, objects: list[Path], out: Path) -> list[str]:
+    comp = COMPILERS[compiler]
+    return [*comp.cc, *comp.link, "-o", str(out), *map(str, objects)]
+
+
+def plugin_cmd(client: str, out: Path) -> list[str]:
+    srcs = [str(PLUGIN_SOURCES / f"{client}.c")] + [str(PLUGIN_SOURCES / c) for c in PLUGIN_COMMON]
+    return ["gcc", *PLUGIN_FLAGS, "-o", str(out), *srcs]
+
+
+def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kernel: str, variant: str) -> list[str]:
+    """Every command that produces one binary, as runnable shell lines (for provenance and explain)."""
+    bd = sweep.build_dir
+    table = sweep.table
+    row = table.row(kernel, variant)
+    objs = kernel_objects(bd, table, compiler, build, kernel, variant)
+    roi = roi_object(bd, compiler, backend)
+    lines = [
+        compile_cmd(bd, compiler, build, table.families[row.family].driver, objs["driver"]),
+        compile_cmd(bd, compiler, build, row.source, objs["kernel"], row.cflags.get(compiler, ())),
+        compile_cmd(bd, compiler, build, HARNESS_SOURCE, objs["harness"]),
+        compile_cmd(bd, compiler, "vla", ROI_SOURCES / f"roi_{backend}.S", roi),
+        link_cmd(compiler, [*objs.values(), roi], binary_path(bd, compiler, build, backend, row.name)),
+    ]
+    return [shlex.join(c) for c in lines]
+
+
+def reduce_matrix_header(table: KernelTable) -> str:
+    """The C X-macro list of every (op, dtype) pair the table declares for reductions."""
+    ctype = {
+        "float": "float", "double": "double", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+        "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    }
+    entries = [
+        f"    X({op.name}, {d}, {ctype[d]})"
+        for fam in table.families.values()
+        for op in fam.ops.values()
+        for d in op.dtypes
+    ]
+    return (
+        "/* Generated from the kernel table (configs/kernels.yaml) by analysis/build.py: do not edit. */\n"
+        "#ifndef REDUCE_MATRIX_H\n#define REDUCE_MATRIX_H\n"
+        "#define REDUCE_MATRIX(X) \\\n" + " \\\n".join(entries) + "\n#endif\n"
+    )

@@ -1,0 +1,58 @@
+"""Collect stage entry point: raw count files -> results/counts.csv + provenance.csv."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis import config, parse, subtract, table
+
+
+def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    meta = doc["meta"]
+    versions = meta["versions"]
+    rows = []
+    for run in doc["runs"]:
+        rows.append({
+            "kernel": meta["kernel"], "variant": meta["variant"], "op": run["op"], "dtype": run["dtype"],
+            "layout": meta["layout"], "build": parse.build_kind(meta["build"]), "cpu_model": meta["cpu_model"],
+            "backend": meta["backend"], "compiler": meta["compiler"], "vl": run["vl"], "size": run["size"],
+            "vl_seen": run["vl_seen"], "roi_symbol": parse.roi_symbol(run), "checksum": run["checksum"],
+            "binary": meta["binary"], "binary_sha256": meta["binary_sha256"],
+            "compiler_version": versions.get(f"compiler.{meta['compiler']}", ""),
+            "backend_version": versions.get(meta["backend"], ""),
+            "build_commands": " && ".join(meta["build_commands"]),
+            "run_command": " ".join(run["command"]), "host": versions.get("host", ""),
+            "seconds": run["seconds"],
+        })
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    config.add_sweep_args(p)
+    p.add_argument("--counts", required=True, type=Path)
+    p.add_argument("--provenance", required=True, type=Path)
+    p.add_argument("raw", nargs="+", type=Path)
+    ns = p.parse_args(argv)
+    try:
+        docs = [json.loads(f.read_text()) for f in ns.raw]
+        mnemonics = parse.decode_mnemonics(docs)
+        raw = pd.DataFrame([row for d in docs for row in parse.job_rows(d, mnemonics)])
+        counts = subtract.subtract(raw)
+        prov = pd.DataFrame([row for d in docs for row in provenance_rows(d)])
+        table.write_provenance(prov, ns.provenance)
+        table.write_counts(counts, ns.counts)
+    except (table.TableError, ValueError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"collect: {len(counts)} rows from {len(docs)} jobs -> {ns.counts}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,424 @@
+"""Load the sweep configuration and the kernel table, validate them, and expand the plan.
+
+Everything that can be wrong with the input is found here, before any job runs, and
+reported as one line naming the fix (ConfigError). Snakemake's rule files and the
+command-line front end both go through `load()`.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA_DIR = REPO / "configs" / "schema"
+
+VL_MIN, VL_MAX, VL_STEP = 128, 2048, 128
+VLS_ALLOWED = (128, 256, 512, 1024, 2048)  # what -msve-vector-bits accepts in GCC and clang
+CPU_MODEL_VLS = {"max": tuple(range(VL_MIN, VL_MAX + 1, VL_STEP)), "a64fx": (128, 256, 512)}
+DTYPE_SIZE = {
+    "uint8": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
+    "int64": 8, "uint64": 8, "float": 4, "double": 8,
+}
+NO_OP = "-"  # the op column of kernels that are not reductions
+
+
+class ConfigError(Exception):
+    """Bad input: the message is one line that says what to change."""
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    dtypes: tuple[str, ...]
+    nan: str
+    nan_note: str
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    description: str
+    driver: Path
+    size: str
+    layout: str
+    dtypes: tuple[str, ...]
+    params: dict[str, Any]
+    ops: dict[str, OpSpec]
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    kernel: str
+    variant: str
+    family: str
+    source: Path
+    cflags: dict[str, tuple[str, ...]]
+    params: dict[str, Any]
+    label: str
+    role: str
+    expect: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return f"{self.kernel}-{self.variant}"
+
+
+@dataclass(frozen=True)
+class KernelTable:
+    families: dict[str, Family]
+    rows: tuple[KernelRow, ...]
+
+    def row(self, kernel: str, variant: str) -> KernelRow:
+        for r in self.rows:
+            if r.kernel == kernel and r.variant == variant:
+                return r
+        raise ConfigError(f"unknown variant '{variant}' of kernel '{kernel}'; known: {', '.join(self.variants(kernel))}")
+
+    def kernels(self) -> list[str]:
+        return sorted({r.kernel for r in self.rows})
+
+    def variants(self, kernel: str) -> list[str]:
+        return [r.variant for r in self.rows if r.kernel == kernel]
+
+
+@dataclass(frozen=True)
+class Binary:
+    """One linked executable: a kernel row built one way for one backend."""
+    compiler: str
+    build: str  # "vla" or "vls<N>"
+    backend: str
+    kernel: str
+    variant: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.kernel}-{self.variant}"
+
+    @property
+    def vls_bits(self) -> int | None:
+        return int(self.build[3:]) if self.build.startswith("vls") else None
+
+    @property
+    def build_kind(self) -> str:
+        return "vls" if self.build.startswith("vls") else "vla"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One execution of a binary: the runner formats these into the fixed-width argv."""
+    vl: int
+    size: int
+    op: str
+    dtype: str
+    params: tuple[tuple[str, Any], ...]
+
+    def argv(self) -> list[str]:
+        return [f"{self.vl:04d}", f"{self.size:012d}"] + [f"{k}={v}" for k, v in self.params]
+
+
+@dataclass(frozen=True)
+class Job:
+    """The runs of one binary on one CPU model: the unit of work of a count rule."""
+    binary: Binary
+    cpu_model: str
+    runs: tuple[Run, ...]
+
+
+@dataclass
+class Sweep:
+    path: Path
+    raw: dict[str, Any]
+    table: KernelTable
+    results_dir: Path
+    build_dir: Path
+    compilers: list[str]
+    backends: list[str]
+    cpu_models: dict[str, tuple[int, ...]]
+    vector_lengths: tuple[int, ...]
+    vls_vector_lengths: tuple[int, ...]
+    sizes: dict[str, tuple[int, ...]]
+    linearity_check: bool
+    selections: list[dict[str, Any]]
+    figures: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+    def builds(self) -> list[str]:
+        return ["vla"] + [f"vls{n}" for n in self.vls_vector_lengths]
+
+    def jobs(self) -> list[Job]:
+        """Expand the selections into one Job per (binary, cpu model)."""
+        jobs: list[Job] = []
+        for sel in self.selections:
+            row_list = [self.table.row(sel["kernel"], v) for v in sel["variants"]]
+            for row, compiler, backend, build, (cpu, cpu_vls) in itertools.product(
+                row_list, self.compilers, self.backends, self.builds(), self.cpu_models.items()
+            ):
+                binary = Binary(compiler, build, backend, row.kernel, row.variant)
+                vls = [binary.vls_bits] if binary.vls_bits else list(self.vector_lengths)
+                vls = [v for v in vls if v in cpu_vls]
+                if not vls:
+                    continue
+                runs = [
+                    Run(vl, size, op, dtype, run_params(self.table, row, op, dtype))
+                    for vl in vls
+                    for op, dtype in sel["op_dtypes"]
+                    for size in self.run_sizes(row.family)
+                ]
+                jobs.append(Job(binary, cpu, tuple(runs)))
+        return jobs
+
+    def run_sizes(self, family: str) -> list[int]:
+        sizes = {0}
+        for s in self.sizes[family]:
+            sizes.add(s)
+            if self.linearity_check:
+                sizes.add(2 * s)
+        return sorted(sizes)
+
+
+def run_params(table: KernelTable, row: KernelRow, op: str, dtype: str) -> tuple[tuple[str, Any], ...]:
+    """Arguments after size, in a fixed order: row params, op, dtype, family params, nan."""
+    fam = table.families[row.family]
+    params: list[tuple[str, Any]] = list(row.params.items())
+    if op != NO_OP:
+        params.append(("op", op))
+    if fam.dtypes or fam.ops:
+        params.append(("dtype", dtype))
+    params += list(fam.params.items())
+    if op != NO_OP:
+        params.append(("nan", 1 if fam.ops[op].nan == "reference" else 0))
+    return tuple(params)
+
+
+def layout_of(table: KernelTable, row: KernelRow) -> str:
+    fam = table.families[row.family]
+    return fam.layout.format(**fam.params)
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        with open(path) as f:
+            return yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+
+
+def _validate(doc: Any, schema_name: str, path: Path) -> None:
+    schema = yaml.safe_load((SCHEMA_DIR / schema_name).read_text())
+    validator = jsonschema.Draft7Validator(schema)
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+        raise ConfigError(f"{path}: {where}: {e.message} (schema {schema_name})")
+
+
+def _resolve(p: str, base: Path) -> Path:
+    q = Path(p).expanduser()
+    return q if q.is_absolute() else base / q
+
+
+def load_table(paths: list[Path]) -> KernelTable:
+    families: dict[str, Family] = {}
+    rows: list[KernelRow] = []
+    for path in paths:
+        doc = _read_yaml(path)
+        _validate(doc, "kernels.schema.yaml", path)
+        # The shipped tables name sources relative to the repository; a user's own table
+        # outside it names them relative to itself.
+        base = REPO if path.resolve().is_relative_to(REPO) else path.resolve().parent
+        for name, f in doc["families"].items():
+            if name in families:
+                raise ConfigError(f"{path}: family '{name}' is declared twice")
+            ops = {
+                op: OpSpec(op, tuple(o["dtypes"]), o["nan"], o.get("nan_note", ""))
+                for op, o in (f.get("ops") or {}).items()
+            }
+            families[name] = Family(
+                name, f["description"], _resolve(f["driver"], base), f["size"], f["layout"],
+                tuple(f.get("dtypes", [])), dict(f.get("params", {})), ops,
+            )
+        for r in doc["kernels"]:
+            row = KernelRow(
+                r["kernel"], r["variant"], r["family"], _resolve(r["source"], base),
+                {c: tuple(v) for c, v in (r.get("cflags") or {}).items()},
+                dict(r.get("params", {})), r["label"], r["role"], dict(r.get("expect", {})),
+            )
+            if any(x.kernel == row.kernel and x.variant == row.variant for x in rows):
+                raise ConfigError(f"{path}: kernel {row.kernel} variant {row.variant} is declared twice")
+            rows.append(row)
+    for row in rows:
+        if row.family not in families:
+            raise ConfigError(f"kernel {row.name}: unknown family '{row.family}'; known: {', '.join(families)}")
+        if not row.source.exists():
+            raise ConfigError(f"kernel {row.name}: source {row.source} does not exist")
+    return KernelTable(families, tuple(rows))
+
+
+def _check_vl(vl: int, what: str) -> None:
+    if vl % VL_STEP or not VL_MIN <= vl <= VL_MAX:
+        raise ConfigError(
+            f"{what}: VL {vl} is not valid; SVE vector lengths are multiples of 128 from 128 to 2048 bits"
+        )
+
+
+def _selection(table: KernelTable, sel: dict[str, Any]) -> dict[str, Any]:
+    kernel = sel["kernel"]
+    if kernel not in table.kernels():
+        raise ConfigError(f"unknown kernel '{kernel}'; known: {', '.join(table.kernels())}")
+    variants = sel.get("variants") or table.variants(kernel)
+    for v in variants:
+        table.row(kernel, v)
+    fam = table.families[table.row(kernel, variants[0]).family]
+    if fam.ops:
+        ops = sel.get("ops") or list(fam.ops)
+        for op in ops:
+            if op not in fam.ops:
+                raise ConfigError(f"kernel {kernel}: unknown op '{op}'; known: {', '.join(fam.ops)}")
+        pairs = []
+        for op in ops:
+            dtypes = sel.get("dtypes") or list(fam.ops[op].dtypes)
+            for d in dtypes:
+                if d not in DTYPE_SIZE:
+                    raise ConfigError(f"kernel {kernel}: unknown dtype '{d}'; known: {', '.join(DTYPE_SIZE)}")
+                if d in fam.ops[op].dtypes:
+                    pairs.append((op, d))
+                elif sel.get("dtypes") and len(ops) == 1:
+                    raise ConfigError(
+                        f"kernel {kernel}: op {op} is not defined for dtype {d}; it is for {', '.join(fam.ops[op].dtypes)}"
+                    )
+        if not pairs:
+            raise ConfigError(f"kernel {kernel}: no op/dtype pair of {ops} x {sel.get('dtypes')} is defined")
+    else:
+        if sel.get("ops"):
+            raise ConfigError(f"kernel {kernel} is not a reduction: remove 'ops' from its selection")
+        # A family without dtypes (copy) moves bytes: its dtype column is uint8.
+        dtypes = sel.get("dtypes") or list(fam.dtypes[:1]) or ["uint8"]
+        for d in dtypes:
+            if d not in (fam.dtypes or ("uint8",)):
+                raise ConfigError(f"kernel {kernel}: unknown dtype '{d}'; it accepts {', '.join(fam.dtypes or ('uint8',))}")
+        pairs = [(NO_OP, d) for d in dtypes]
+    return {"kernel": kernel, "variants": list(variants), "op_dtypes": pairs, "family": fam.name}
+
+
+def _check_sizes(table: KernelTable, sizes: dict[str, list[int]], selections: list[dict[str, Any]]) -> None:
+    for fam_name, values in sizes.items():
+        if fam_name not in table.families:
+            raise ConfigError(f"sizes: unknown family '{fam_name}'; known: {', '.join(table.families)}")
+        for s in values:
+            if s < 1:
+                raise ConfigError(
+                    f"sizes/{fam_name}: size {s} is not valid; sizes are byte counts >= 1 (0, the baseline, always runs)"
+                )
+    for sel in selections:
+        fam = table.families[sel["family"]]
+        if fam.name not in sizes:
+            raise ConfigError(f"sizes: no size for family '{fam.name}' (kernel {sel['kernel']}); add sizes/{fam.name}")
+        for _, dtype in sel["op_dtypes"]:
+            unit = DTYPE_SIZE[dtype] * int(fam.params.get("blocklen", 1))
+            for s in sizes[fam.name]:
+                if s % unit:
+                    raise ConfigError(
+                        f"sizes/{fam.name}: {s} bytes is not a multiple of {unit} (one block of {dtype}) for kernel {sel['kernel']}"
+                    )
+
+
+def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sweep:
+    """Read, validate and expand a sweep configuration; raise ConfigError on bad input."""
+    path = Path(config_path)
+    raw = _read_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of parameters")
+    raw = {**raw, **(overrides or {})}
+    _validate(raw, "sweep.schema.yaml", path)
+    tables = [_resolve(raw["kernel_table"], REPO)] + [
+        _resolve(p, path.resolve().parent) for p in raw.get("extra_kernel_tables", [])
+    ]
+    table = load_table(tables)
+
+    vls = tuple(raw["vector_lengths"])
+    for vl in vls:
+        _check_vl(vl, "vector_lengths")
+    vls_builds = tuple(raw.get("vls_vector_lengths", []))
+    for vl in vls_builds:
+        _check_vl(vl, "vls_vector_lengths")
+        if vl not in VLS_ALLOWED:
+            raise ConfigError(
+                f"vls_vector_lengths: no VLS build at {vl} bits: -msve-vector-bits accepts only "
+                f"{', '.join(map(str, VLS_ALLOWED))}; run {vl} with the VLA build (vector_lengths)"
+            )
+    cpu_models: dict[str, tuple[int, ...]] = {}
+    for m in raw.get("cpu_models", [{"name": "max"}]):
+        supported = CPU_MODEL_VLS[m["name"]]
+        wanted = tuple(m.get("vector_lengths", [v for v in vls + vls_builds if v in supported]))
+        for vl in wanted:
+            _check_vl(vl, f"cpu_models/{m['name']}")
+            if vl not in supported:
+                raise ConfigError(
+                    f"cpu_models/{m['name']}: QEMU's {m['name']} model does not support VL {vl}; it supports {', '.join(map(str, supported))}"
+                )
+        cpu_models[m["name"]] = wanted
+
+    for vl in vls_builds:
+        if not any(vl in m for m in cpu_models.values()):
+            raise ConfigError(
+                f"vls_vector_lengths: the VLS build for {vl} bits runs only at {vl} bits, which no cpu model "
+                f"runs ({', '.join(f'{k}: {list(v)}' for k, v in cpu_models.items())}); add it there or drop the build"
+            )
+
+    selections = [_selection(table, s) for s in raw["kernels"]]
+    sizes = {k: list(v) for k, v in (raw.get("sizes") or {}).items()}
+    _check_sizes(table, sizes, selections)
+
+    sweep = Sweep(
+        path=path,
+        raw=raw,
+        table=table,
+        results_dir=_resolve(raw.get("results_dir", "results"), REPO),
+        build_dir=_resolve(raw.get("build_dir", "build"), REPO),
+        compilers=list(raw.get("compilers", ["gcc"])),
+        backends=list(raw.get("backends", ["qemu"])),
+        cpu_models=cpu_models,
+        vector_lengths=vls,
+        vls_vector_lengths=vls_builds,
+        sizes={k: tuple(v) for k, v in sizes.items()},
+        linearity_check=bool(raw.get("linearity_check", True)),
+        selections=selections,
+        figures=list(raw.get("figures", [])),
+        checks=list(raw.get("checks", [])),
+    )
+    for fig in sweep.figures:
+        for sel in fig["series"] + ([fig["baseline"]] if "baseline" in fig else []):
+            _check_selector(table, sel, f"figures/{fig['name']}")
+    for chk in sweep.checks:
+        for key in ("numerator", "denominator", "series"):
+            if key in chk:
+                _check_selector(table, chk[key], f"checks/{chk['id']}")
+    return sweep
+
+
+def _check_selector(table: KernelTable, sel: dict[str, Any], where: str) -> None:
+    if sel["kernel"] not in table.kernels():
+        raise ConfigError(f"{where}: unknown kernel '{sel['kernel']}'; known: {', '.join(table.kernels())}")
+    if "variant" in sel:
+        table.row(sel["kernel"], sel["variant"])
+
+
+def add_sweep_args(parser: "argparse.ArgumentParser") -> None:
+    """The two options every stage's command line shares: the sweep file and overrides."""
+    parser.add_argument("--sweep", default="configs/default.yaml", help="sweep configuration (YAML)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a top-level string parameter (results_dir, build_dir)")
+
+
+def load_from_args(ns: "argparse.Namespace") -> Sweep:
+    overrides = dict(kv.split("=", 1) for kv in ns.set)
+    return load(ns.sweep, overrides)

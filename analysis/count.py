@@ -1,0 +1,55 @@
+"""Count stage entry point: run one job (a binary on a CPU model) through a backend.
+
+Called by the count rules; writes one JSON file of raw per-run counts, or fails with one
+line naming the cell (the rule then leaves no output, so no later stage reads a partial job).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from analysis import build, config, toolchain
+from analysis.backends import qemu
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    config.add_sweep_args(p)
+    p.add_argument("--backend", required=True, choices=["qemu", "armie"])
+    for key in ("compiler", "build", "cpu", "kernel", "variant", "out"):
+        p.add_argument(f"--{key}", required=True)
+    ns = p.parse_args(argv)
+    try:
+        sweep = config.load_from_args(ns)
+        job = next(
+            j for j in sweep.jobs()
+            if (j.binary.backend, j.binary.compiler, j.binary.build, j.cpu_model, j.binary.kernel, j.binary.variant)
+            == (ns.backend, ns.compiler, ns.build, ns.cpu, ns.kernel, ns.variant)
+        )
+        binary = build.binary_path(sweep.build_dir, ns.compiler, ns.build, ns.backend, job.binary.name)
+        row = sweep.table.row(ns.kernel, ns.variant)
+        meta = {
+            "kernel": ns.kernel, "variant": ns.variant, "family": row.family, "role": row.role,
+            "label": row.label, "layout": config.layout_of(sweep.table, row),
+            "compiler": ns.compiler, "build": ns.build, "backend": ns.backend, "cpu_model": ns.cpu,
+            "binary": str(binary), "binary_sha256": toolchain.sha256(binary),
+            "build_commands": build.binary_commands(sweep, ns.compiler, ns.build, ns.backend, ns.kernel, ns.variant),
+            "versions": toolchain.preflight([ns.compiler], [ns.backend]),
+        }
+        if ns.backend == "qemu":
+            qemu.count_job(job, binary, build.plugin_path(sweep.build_dir, "inscount").parent, config.Path(ns.out), meta)
+        else:
+            from analysis.backends import armie
+
+            armie.count_job(job, binary, config.Path(ns.out), meta)
+    except StopIteration:
+        print(f"error: the sweep has no job {ns.backend}/{ns.compiler}/{ns.build}/{ns.cpu}/{ns.kernel}-{ns.variant}", file=sys.stderr)
+        return 2
+    except (config.ConfigError, toolchain.ToolchainError, qemu.RunError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""The tidy table `counts.csv` and its provenance sidecar: schema, writer, reader.
+
+The writer refuses duplicate keys and writes atomically (temporary file, then rename), so a
+failed run never leaves a table that a later step reads as complete.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+KEY = ["kernel", "variant", "op", "dtype", "layout", "build", "cpu_model", "backend", "compiler", "vl", "size", "metric"]
+COLUMNS = KEY + ["value"]
+PROVENANCE_KEY = KEY[:-1]
+
+
+class TableError(Exception):
+    pass
+
+
+def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    df.to_csv(tmp, index=False)
+    tmp.replace(path)
+
+
+def check_unique(df: pd.DataFrame, key: list[str], what: str) -> None:
+    dup = df[df.duplicated(key, keep=False)]
+    if len(dup):
+        first = dup.iloc[0]
+        raise TableError(f"{what}: {len(dup)} rows share a primary key, e.g. " + ", ".join(f"{k}={first[k]}" for k in key))
+
+
+def write_counts(df: pd.DataFrame, path: Path) -> None:
+    df = df[COLUMNS].sort_values(KEY, kind="stable").reset_index(drop=True)
+    check_unique(df, KEY, str(path))
+    df["value"] = df["value"].astype("int64")
+    _atomic_csv(df, path)
+
+
+def write_provenance(df: pd.DataFrame, path: Path) -> None:
+    df = df.sort_values(PROVENANCE_KEY, kind="stable").reset_index(drop=True)
+    check_unique(df, PROVENANCE_KEY, str(path))
+    _atomic_csv(df, path)
+
+
+def read_counts(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, dtype={"op": str, "dtype": str}, keep_default_na=False)

@@ -1,0 +1,109 @@
+# Build stage: cross-compile every kernel once per build (VLA, VLS-N) into an object,
+# link it with one marker object per backend, and build the QEMU counting plugins.
+import shlex
+
+
+def _cmd(words):
+    return shlex.join(words)
+
+
+rule plugin:
+    input:
+        src="armie_clients/{client}.c",
+        common=["armie_clients/tbstats.c", "armie_clients/tbstats.h", "armie_clients/qemu_plugin_api.h"],
+        host_gcc=stamp("host_gcc"),
+    output:
+        f"{BUILD}/plugins/lib{{client}}.so",
+    log:
+        f"{BUILD}/logs/plugin-{{client}}.log",
+    params:
+        cmd=lambda wc, output: _cmd(B.plugin_cmd(wc.client, output[0])),
+    shell:
+        "{params.cmd} > {log} 2>&1"
+
+
+rule reduce_matrix:
+    output:
+        f"{BUILD}/gen/reduce_matrix.h",
+    params:
+        text=B.reduce_matrix_header(TABLE),
+    run:
+        T.write_stamp(Path(output[0]), params.text)
+
+
+rule harness_object:
+    input:
+        src="kernels/harness/harness.c",
+        hdr="kernels/include/harness.h",
+        cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+    output:
+        f"{BUILD}/{{compiler}}/{{build}}/obj/harness.o",
+    log:
+        f"{BUILD}/logs/{{compiler}}/{{build}}/harness.log",
+    params:
+        cmd=lambda wc, input, output: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0])),
+    shell:
+        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+
+
+rule driver_object:
+    input:
+        src=lambda wc: str(TABLE.families[wc.family].driver),
+        hdr="kernels/include/harness.h",
+        gen=f"{BUILD}/gen/reduce_matrix.h",
+        cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+    output:
+        f"{BUILD}/{{compiler}}/{{build}}/obj/driver_{{family}}.o",
+    log:
+        f"{BUILD}/logs/{{compiler}}/{{build}}/driver_{{family}}.log",
+    params:
+        cmd=lambda wc, input, output: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0])),
+    shell:
+        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+
+
+rule kernel_object:
+    input:
+        src=lambda wc: str(TABLE.row(wc.kernel, wc.variant).source),
+        hdr="kernels/include/harness.h",
+        gen=f"{BUILD}/gen/reduce_matrix.h",
+        cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+    output:
+        f"{BUILD}/{{compiler}}/{{build}}/obj/{{kernel}}-{{variant}}.o",
+    log:
+        f"{BUILD}/logs/{{compiler}}/{{build}}/{{kernel}}-{{variant}}.log",
+    params:
+        cmd=lambda wc, input, output: _cmd(
+            B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0],
+                          B.kernel_flags(TABLE, wc.kernel, wc.variant, wc.compiler))
+        ),
+    shell:
+        "{params.cmd} > {log} 2>&1 || {{ echo 'kernel {wildcards.kernel}-{wildcards.variant} does not compile:' >&2; cat {log} >&2; exit 1; }}"
+
+
+rule roi_object:
+    input:
+        src="kernels/roi/roi_{backend}.S",
+        cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+    output:
+        f"{BUILD}/{{compiler}}/roi/roi_{{backend}}.o",
+    log:
+        f"{BUILD}/logs/{{compiler}}/roi_{{backend}}.log",
+    params:
+        cmd=lambda wc, input, output: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, "vla", input.src, output[0])),
+    shell:
+        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+
+
+rule link:
+    input:
+        objs=lambda wc: list(B.kernel_objects(SWEEP.build_dir, TABLE, wc.compiler, wc.build, wc.kernel, wc.variant).values()),
+        roi=f"{BUILD}/{{compiler}}/roi/roi_{{backend}}.o",
+    output:
+        f"{BUILD}/{{compiler}}/{{build}}/bin/{{backend}}/{{kernel}}-{{variant}}",
+    log:
+        f"{BUILD}/logs/{{compiler}}/{{build}}/link-{{backend}}-{{kernel}}-{{variant}}.log",
+    params:
+        cmd=lambda wc, input, output: _cmd(B.link_cmd(wc.compiler, [*input.objs, input.roi], output[0])),
+    shell:
+        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"

@@ -1,0 +1,18 @@
+# Collect stage: parse every raw count file into one tidy table, subtract the baseline
+# (size 0) and write results/counts.csv with its provenance sidecar, atomically.
+
+
+rule collect:
+    input:
+        raw=[job_output(j) for j in JOBS],
+        objdump=stamp("compiler.gcc") if "gcc" in SWEEP.compilers else [],
+    output:
+        counts=f"{RESULTS}/counts.csv",
+        provenance=f"{RESULTS}/provenance.csv",
+    log:
+        f"{RESULTS}/logs/collect.log",
+    params:
+        args=SWEEP_ARGS,
+    shell:
+        "{PY} -m analysis.collect {params.args} --counts {output.counts} "
+        "--provenance {output.provenance} {input.raw} 2> {log} || {{ tail -n 1 {log} >&2; exit 1; }}"

@@ -1,0 +1,58 @@
+# Shared set-up: load and validate the sweep (schema, kernel table, VLs, sizes) and check
+# the toolchain before any job runs; bad input stops here with one line naming the fix.
+import json
+import sys
+
+sys.path.insert(0, workflow.basedir)
+
+from analysis import build as B
+from analysis import config as C
+from analysis import toolchain as T
+
+SWEEP_PATH = config.get("sweep", "configs/default.yaml")
+OVERRIDES = {k: config[k] for k in ("results_dir", "build_dir") if k in config}
+try:
+    SWEEP = C.load(SWEEP_PATH, OVERRIDES)
+    VERSIONS = T.preflight(SWEEP.compilers, SWEEP.backends)
+except (C.ConfigError, T.ToolchainError) as e:
+    raise WorkflowError(f"error: {e}")
+
+PY = sys.executable
+BUILD = str(SWEEP.build_dir)
+RESULTS = str(SWEEP.results_dir)
+TABLE = SWEEP.table
+JOBS = SWEEP.jobs()
+SWEEP_ARGS = f"--sweep {SWEEP_PATH} " + " ".join(f"--set {k}={v}" for k, v in OVERRIDES.items())
+
+# Tool versions as files: a rule that lists one re-runs when that tool is upgraded.
+for _name, _text in VERSIONS.items():
+    T.write_stamp(SWEEP.build_dir / "stamps" / f"{_name}.txt", _text + "\n")
+
+
+def stamp(name):
+    return f"{BUILD}/stamps/{name}.txt"
+
+
+def job_output(job):
+    b = job.binary
+    return f"{RESULTS}/raw/{b.backend}/{b.compiler}/{b.build}/{job.cpu_model}/{b.name}.json"
+
+
+def find_job(wc, backend):
+    for job in JOBS:
+        b = job.binary
+        if (b.backend, b.compiler, b.build, job.cpu_model, b.kernel, b.variant) == (
+            backend, wc.compiler, wc.build, wc.cpu, wc.kernel, wc.variant
+        ):
+            return job
+    raise WorkflowError(f"no job for {wc}")
+
+
+wildcard_constraints:
+    compiler="gcc|clang",
+    build=r"vla|vls\d+",
+    backend="qemu|armie|gem5",
+    kernel="[a-z][a-z0-9_]*",
+    variant="[a-z][a-z0-9_]*",
+    family="[a-z][a-z0-9_]*",
+    client="[a-z]+",

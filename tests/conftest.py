@@ -1,0 +1,73 @@
+"""Shared fixtures: one build tree for the whole session, built through the workflow itself."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from analysis import build, config  # noqa: E402
+from analysis.backends import qemu  # noqa: E402
+
+PY = sys.executable
+ALL = REPO / "tests" / "configs" / "all_kernels.yaml"
+SNAKEMAKE = str(Path(PY).parent / "snakemake")
+
+
+def snakemake(sweep: Path, build_dir: Path, results_dir: Path, targets: list[str] | None = None,
+              extra: list[str] | None = None) -> subprocess.CompletedProcess:
+    cmd = [SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO), "--cores", "2",
+           "--config", f"sweep={sweep}", f"build_dir={build_dir}", f"results_dir={results_dir}",
+           *(extra or []), *(targets or [])]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("work")
+
+
+@pytest.fixture(scope="session")
+def all_sweep(work: Path) -> config.Sweep:
+    return config.load(ALL, {"build_dir": str(work / "build"), "results_dir": str(work / "results")})
+
+
+@pytest.fixture(scope="session")
+def binaries(work: Path, all_sweep: config.Sweep) -> Callable[..., Path]:
+    """Build every kernel (VLA and each VLS build, every backend's marker object) and the plugins."""
+    bd = all_sweep.build_dir
+    targets = [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
+    for row in all_sweep.table.rows:
+        for b in all_sweep.builds():
+            for backend in ("qemu", "armie", "gem5"):
+                targets.append(str(build.binary_path(bd, "gcc", b, backend, row.name)))
+    proc = snakemake(ALL, bd, all_sweep.results_dir, targets)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    def get(kernel: str, variant: str, build_name: str = "vla", backend: str = "qemu") -> Path:
+        return build.binary_path(bd, "gcc", build_name, backend, f"{kernel}-{variant}")
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def plugin_dir(binaries: Callable[..., Path], all_sweep: config.Sweep) -> Path:
+    return build.plugin_path(all_sweep.build_dir, "inscount").parent
+
+
+def run_cell(binary: Path, plugin_dir: Path, vl: int, size: int, params: tuple = (), cpu: str = "max",
+             op: str = "-", dtype: str = "uint8") -> dict:
+    return qemu.run_once(binary, cpu, config.Run(vl, size, op, dtype, params), plugin_dir)
+
+
+def run_plain(binary: Path, vl: int, size: int, params: tuple = (), cpu: str = "max") -> subprocess.CompletedProcess:
+    """Run a kernel binary under QEMU without plugins (self-check and exit-code tests)."""
+    run = config.Run(vl, size, "-", "-", params)
+    cmd = ["env", "-i", "qemu-aarch64", "-cpu", f"{cpu},sve-default-vector-length={vl // 8}",
+           f"./{binary.name}", *run.argv()]
+    return subprocess.run(cmd, cwd=binary.parent, capture_output=True, text=True)

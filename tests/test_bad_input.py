@@ -1,0 +1,107 @@
+"""Each bad input gives one line naming the fix, before any job runs, and touches nothing."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import PY, REPO
+
+BASE = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
+
+
+def validate(tmp_path: Path, changes: dict, env: dict | None = None, cmd: str = "validate") -> subprocess.CompletedProcess:
+    cfg = {**BASE, **changes, "results_dir": str(tmp_path / "results"), "build_dir": str(tmp_path / "build")}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return subprocess.run([PY, "-m", "analysis.cli", cmd, "--config", str(path)],
+                          cwd=REPO, capture_output=True, text=True, env=env)
+
+
+def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("changes, needles", [
+    ({"kernels": [{"kernel": "nosuch"}]}, ["unknown kernel 'nosuch'", "known: copy"]),
+    ({"kernels": [{"kernel": "copy", "variants": ["fast"]}]}, ["unknown variant 'fast'", "acle_4v"]),
+    ({"kernels": [{"kernel": "reduce", "ops": ["avg"]}], "sizes": {"reduce": [4096]}}, ["unknown op 'avg'", "max"]),
+    ({"kernels": [{"kernel": "reduce", "ops": ["max"], "dtypes": ["float16"]}], "sizes": {"reduce": [4096]}},
+     ["unknown dtype 'float16'"]),
+    ({"kernels": [{"kernel": "reduce", "ops": ["band"], "dtypes": ["float"]}], "sizes": {"reduce": [4096]}},
+     ["op band is not defined for dtype float"]),
+    ({"kernels": [{"kernel": "pack", "dtypes": ["int8"]}]}, ["unknown dtype 'int8'", "float, double"]),
+    ({"vector_lengths": [128, 200]}, ["VL 200", "multiples of 128 from 128 to 2048"]),
+    ({"vector_lengths": [2176]}, ["VL 2176", "multiples of 128"]),
+    ({"vector_lengths": [0]}, ["VL 0"]),
+    ({"vls_vector_lengths": [384]}, ["no VLS build at 384 bits", "128, 256, 512, 1024, 2048"]),
+    ({"cpu_models": [{"name": "a64fx", "vector_lengths": [1024]}]}, ["a64fx model does not support VL 1024"]),
+    ({"cpu_models": [{"name": "max", "vector_lengths": [128]}], "vls_vector_lengths": [512]},
+     ["VLS build for 512 bits runs only at 512 bits"]),
+    ({"sizes": {"copy": [-1], "vector": [65536]}}, ["size -1", ">= 1"]),
+    ({"sizes": {"copy": [65536], "vector": [65538]}}, ["not a multiple of 4"]),
+    ({"sizes": {"copy": [65536]}}, ["no size for family 'vector'"]),
+    ({"vector_lengths": "128"}, ["vector_lengths", "is not of type 'array'"]),
+    ({"colour": "blue"}, ["Additional properties are not allowed", "colour"]),
+])
+def test_bad_config(tmp_path: Path, changes: dict, needles: list[str]) -> None:
+    one_line_error(validate(tmp_path, changes), *needles)
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    proc = subprocess.run([PY, "-m", "analysis.cli", "validate", "--config", str(tmp_path / "nope.yaml")],
+                          cwd=REPO, capture_output=True, text=True)
+    one_line_error(proc, "file not found")
+
+
+def _path_without(tmp_path: Path, *tools: str) -> dict:
+    """A PATH where the named tools are missing but everything else is found."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir(exist_ok=True)
+    for d in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            if name not in tools and not (shadow / name).exists():
+                (shadow / name).symlink_to(Path(d) / name)
+    return {**os.environ, "PATH": str(shadow)}
+
+
+def test_missing_cross_compiler(tmp_path: Path) -> None:
+    proc = validate(tmp_path, {}, env=_path_without(tmp_path, "aarch64-linux-gnu-gcc"))
+    one_line_error(proc, "aarch64-linux-gnu-gcc not found", "./harness setup")
+
+
+def test_missing_qemu(tmp_path: Path) -> None:
+    proc = validate(tmp_path, {}, env=_path_without(tmp_path, "qemu-aarch64"))
+    one_line_error(proc, "qemu-aarch64 not found", "qemu-user")
+
+
+def test_unsupported_qemu_version(tmp_path: Path) -> None:
+    env = _path_without(tmp_path, "qemu-aarch64")
+    fake = Path(env["PATH"]) / "qemu-aarch64"
+    fake.write_text("#!/bin/sh\necho 'qemu-aarch64 version 8.2.2 (Debian 1:8.2.2)'\n")
+    fake.chmod(0o755)
+    one_line_error(validate(tmp_path, {}, env=env), "version 8.2", "QEMU 7.2")
+
+
+def test_bad_input_touches_no_results(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    sentinel = results / "counts.csv"
+    sentinel.write_text("previous table\n")
+    before = sentinel.stat().st_mtime_ns
+    proc = validate(tmp_path, {"vector_lengths": [100]}, cmd="sweep")
+    one_line_error(proc, "VL 100")
+    assert sentinel.read_text() == "previous table\n"
+    assert sentinel.stat().st_mtime_ns == before
+    assert sorted(p.name for p in results.iterdir()) == ["counts.csv"]
+    assert not (tmp_path / "build").exists()
