@@ -1,0 +1,177 @@
+"""ArmIE backend: command builder and parsers of the Arm Instruction Emulator's client output.
+
+Why this exists although ArmIE cannot run here: the seed paper's numbers were produced with
+ArmIE 19.1 and `libinscount_emulated.so`, and ArmIE runs only on AArch64 Linux hosts. The harness
+measures with QEMU TCG plugins instead (docs/contracts.md section 3); this module lets a user on
+an AArch64 machine with ArmIE produce the same shapes, so that the rest of `analysis/` needs no
+ArmIE-specific code. Formats follow shared/reference/armie.md (taken from the public sample
+client sources); the tests use SYNTHETIC fixtures written from that description, not real runs.
+
+Shapes returned (same as the QEMU clients' JSON `roi` parts, as far as ArmIE gives them):
+- `parse_inscount` -> `{"total": N, "sve": M, "classes": None}`; ArmIE counts emulated
+  instructions, which equal the SVE-encoded ones when the host has no SVE, and has no classes.
+- `parse_opcodes` -> `[{"encoding": "0x%08x", "count": N}, ...]`.
+
+Lines starting with `#` are ignored by every parser, so fixtures can say what they are.
+"""
+from __future__ import annotations
+
+import platform
+import re
+import shutil
+
+__all__ = [
+    "build_command",
+    "armie_available",
+    "parse_inscount",
+    "parse_opcodes",
+    "parse_opcodes_stdout",
+]
+
+#: SVE vector lengths the architecture allows (ArmIE's accepted set is not documented exactly).
+VALID_VL_BITS = tuple(range(128, 2048 + 1, 128))
+
+# `<N> instructions executed of which <M> were emulated instructions` (printed with %llu).
+_INSCOUNT_RE = re.compile(
+    r"^\s*(\d+) instructions executed of which (\d+) were emulated instructions\s*$"
+)
+# undecoded.txt / undecoded.<app>.<pid>.log line: `%9lu : 0x%08x`.
+_UNDECODED_RE = re.compile(r"^\s*(\d+)\s*:\s*0x([0-9a-fA-F]{8})\s*$")
+# opcodes client stdout: header, then `%9lu : %-15s` lines, then the unique-emulated summary.
+_OPCODES_HEADER = "Opcode execution counts in AArch64 mode:"
+_NATIVE_OPCODE_RE = re.compile(r"^\s*(\d+)\s*:\s*(\S+)\s*$")
+_UNIQUE_EMULATED_RE = re.compile(
+    r"^\s*(\d+) unique emulated instructions written to (\S+)\s*$"
+)
+
+
+def _content_lines(text: str) -> list[tuple[int, str]]:
+    """(1-based line number, line) for every line that is not blank and not a `#` comment."""
+    return [
+        (i, line)
+        for i, line in enumerate(text.splitlines(), start=1)
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def build_command(armie: str, vl_bits: int, client_lib: str, binary: str, args: list[str]) -> list[str]:
+    """The argv that runs `binary args` under ArmIE at `vl_bits` with instrumentation client `client_lib`.
+
+    `armie -msve-vector-bits=<VL> -i <client> -- <binary> <args>`: the VL is given in bits (not
+    bytes as for QEMU's `sve-default-vector-length`), and `--` keeps the program's own arguments
+    from being read as ArmIE options. Raises ValueError for a VL the SVE architecture does not
+    allow, because ArmIE would otherwise fail only on the remote AArch64 machine.
+    """
+    if isinstance(vl_bits, bool) or not isinstance(vl_bits, int) or vl_bits not in VALID_VL_BITS:
+        raise ValueError(
+            f"vl_bits={vl_bits!r} is not an SVE vector length: use a multiple of 128 from 128 to 2048"
+        )
+    if not client_lib:
+        raise ValueError("client_lib is empty: name an ArmIE client such as libinscount_emulated.so")
+    if not binary:
+        raise ValueError("binary is empty: name the program to run under ArmIE")
+    return [armie, f"-msve-vector-bits={vl_bits}", "-i", client_lib, "--", binary, *map(str, args)]
+
+
+def armie_available() -> str | None:
+    """Path of `armie` if it is on PATH and this host is AArch64, else None.
+
+    Both are needed: ArmIE is built for AArch64 Linux only, so an `armie` found on an x86-64
+    host (e.g. a copied install tree) cannot run and must not be offered as a backend.
+    """
+    if platform.machine().lower() not in ("aarch64", "arm64"):
+        return None
+    return shutil.which("armie")
+
+
+def parse_inscount(text: str) -> dict:
+    """Parse `libinscount_emulated.so` output into `{"total": N, "sve": M, "classes": None}`.
+
+    `text` is the client's output (stderr/stdout of the run, possibly mixed with the program's
+    own output). Exactly one count line must be present: none means the client did not run or
+    the program did not exit normally; two or more mean several processes (e.g. MPI ranks)
+    shared one stream, and picking one would silently give a wrong number. `classes` is None
+    because ArmIE does not classify instructions the way our QEMU inscount client does.
+    """
+    found: list[tuple[int, int, int]] = []
+    for lineno, line in _content_lines(text):
+        m = _INSCOUNT_RE.match(line)
+        if m:
+            found.append((lineno, int(m.group(1)), int(m.group(2))))
+    if not found:
+        raise ValueError(
+            "ArmIE inscount: no '<N> instructions executed of which <M> were emulated instructions' "
+            "line found: was the run made with -i libinscount_emulated.so and did it exit normally?"
+        )
+    if len(found) > 1:
+        lines = ", ".join(str(f[0]) for f in found)
+        raise ValueError(
+            f"ArmIE inscount: {len(found)} count lines (lines {lines}); expected exactly one: "
+            "give each process (MPI rank) its own output file"
+        )
+    lineno, total, emulated = found[0]
+    if emulated > total:
+        raise ValueError(
+            f"ArmIE inscount line {lineno}: {emulated} emulated > {total} executed; the total "
+            "includes the emulated instructions, so this output is corrupt"
+        )
+    return {"total": total, "sve": emulated, "classes": None}
+
+
+def parse_opcodes(undecoded_text: str) -> list[dict]:
+    """Parse `undecoded.txt` / `undecoded.<app>.<pid>.log` into `[{"encoding": "0x%08x", "count": N}]`.
+
+    Each non-blank, non-`#` line must be `%9lu : 0x%08x` (count : 32-bit encoding of an emulated
+    SVE instruction). Encodings are normalised to lower-case 8-digit hex, as in our opcodes JSON,
+    so both backends decode through the same objdump cache. A malformed line or an encoding that
+    appears twice (e.g. two files concatenated) raises ValueError naming the line. The result is
+    sorted by count descending, then encoding, so it does not depend on ArmIE's tie order.
+    """
+    seen: dict[str, int] = {}
+    out: list[dict] = []
+    for lineno, line in _content_lines(undecoded_text):
+        m = _UNDECODED_RE.match(line)
+        if not m:
+            raise ValueError(
+                f"ArmIE undecoded line {lineno}: {line.strip()[:80]!r} is not '<count> : 0x<8 hex digits>'"
+            )
+        encoding = f"0x{int(m.group(2), 16):08x}"
+        if encoding in seen:
+            raise ValueError(
+                f"ArmIE undecoded line {lineno}: encoding {encoding} already listed on line "
+                f"{seen[encoding]}: pass one undecoded file per run"
+            )
+        seen[encoding] = lineno
+        out.append({"encoding": encoding, "count": int(m.group(1))})
+    out.sort(key=lambda e: (-e["count"], e["encoding"]))
+    return out
+
+
+def parse_opcodes_stdout(text: str) -> dict:
+    """Parse the `libopcodes_emulated.so` stdout block.
+
+    Returns `{"native_top": [{"opcode": name, "count": N}, ...], "unique_emulated": K,
+    "undecoded_file": name}`. Why: `unique_emulated` cross-checks that the undecoded file read
+    belongs to this run (`len(parse_opcodes(...)) == K`), and `undecoded_file` tells which file
+    name this ArmIE version used (`undecoded.txt` or `undecoded.<app>.<pid>.log`). The native
+    list is only the client's top 15, so it is informational, not a complete count.
+    """
+    lines = _content_lines(text)
+    starts = [i for i, (_, line) in enumerate(lines) if line.strip() == _OPCODES_HEADER]
+    if not starts:
+        raise ValueError(f"ArmIE opcodes: no '{_OPCODES_HEADER}' line found: was -i libopcodes_emulated.so used?")
+    if len(starts) > 1:
+        raise ValueError(f"ArmIE opcodes: {len(starts)} '{_OPCODES_HEADER}' blocks; expected one per output")
+    native: list[dict] = []
+    for lineno, line in lines[starts[0] + 1:]:
+        m = _UNIQUE_EMULATED_RE.match(line)
+        if m:
+            return {"native_top": native, "unique_emulated": int(m.group(1)), "undecoded_file": m.group(2)}
+        m = _NATIVE_OPCODE_RE.match(line)
+        if not m:
+            raise ValueError(
+                f"ArmIE opcodes line {lineno}: {line.strip()[:80]!r} is neither '<count> : <opcode>' "
+                "nor '<K> unique emulated instructions written to <file>'"
+            )
+        native.append({"opcode": m.group(2), "count": int(m.group(1))})
+    raise ValueError("ArmIE opcodes: block has no '<K> unique emulated instructions written to <file>' line")

@@ -1,0 +1,356 @@
+#!/usr/bin/env bash
+# Self-installer of the SVE evaluation harness (Debian 12, x86-64).
+#
+#   setup/install.sh                 install what is missing (silent no-op when nothing is)
+#   setup/install.sh --check         preflight: list what is missing, install nothing;
+#                                    exit 0 if all present, else 1
+#   setup/install.sh --with-clang    also the clang cross toolchain (clang-14)
+#   setup/install.sh --force         ignore the stamp and recheck everything
+#   setup/install.sh --check-simulation FILE
+#                                    apply the apt removal guard to a saved
+#                                    `apt-get install -s` output (used by tests)
+#
+# Why it is careful with apt: installing arm64 packages once REMOVED the host
+# compilers on a machine like this (shared/reference/mpi-under-qemu.md). So every
+# install is simulated first (`apt-get install -s`) and refused if the simulation
+# has any `Remv` line; the host toolchain is named in the same install command
+# (naming a package makes apt refuse to remove it rather than remove it), and
+# the host compiler is checked afterwards. An installed toolchain package is
+# named as pkg=<installed version>: apt then keeps it without upgrading it.
+# `--no-upgrade` is deliberately NOT used: with it apt "skips" the named
+# installed packages and would remove them after all (checked on Debian 12).
+#
+# Why a stamp: ./harness runs this before every command, so the no-op path must
+# be fast. `.venv/.installed` holds one key per satisfied configuration: the
+# sha256 of requirements.txt + the apt package list + this script's version +
+# the venv path. Matching key + the required commands on PATH = nothing to do.
+set -euo pipefail
+
+INSTALLER_VERSION=1
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+REQS="$ROOT/requirements.txt"
+STAMP="$VENV/.installed"
+ME="setup/install.sh"
+MIN_PY="3.11"
+
+# Debian 12 package names. The cross gcc also provides what clang-14 needs to
+# link aarch64 static binaries (it calls aarch64-linux-gnu-ld and uses the
+# gcc-cross crt files and libgcc), so --with-clang adds clang-14 only; lld-14 is
+# needed only for -fuse-ld=lld, which the harness does not use.
+APT_BASE=(gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
+          qemu-user gcc libc6-dev make python3 python3-venv git)
+APT_CLANG=(clang-14)
+# Host toolchain named in every apt install command (protects it from removal).
+HOST_TOOLCHAIN=(gcc libc6-dev make binutils)
+# Also named when already installed, for the same reason.
+HOST_TOOLCHAIN_IF_PRESENT=(g++ build-essential clang clang-14 lld-14 cpp dpkg-dev)
+
+# command -> package that provides it (for messages and the cheap recheck)
+CMDS_BASE=(aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu
+           aarch64-linux-gnu-objdump:binutils-aarch64-linux-gnu
+           qemu-aarch64:qemu-user gcc:gcc make:make git:git)
+CMDS_CLANG=(clang-14:clang-14)
+
+die() { echo "$ME: $*" >&2; exit 1; }
+say() { echo "$ME: $*" >&2; }
+
+# ---------------------------------------------------------------------------
+# apt removal guard (pure: reads a simulation output file)
+# ---------------------------------------------------------------------------
+
+# Print the packages that an `apt-get install -s` output would remove, one a line.
+sim_removals() {
+    # Lines look like: "Remv gcc-aarch64-linux-gnu [4:12.2.0-3]" (arch may be qualified).
+    awk '$1 == "Remv" { print $2 }' "$1"
+}
+
+# Refuse (return 1, with messages) when the simulation in FILE removes anything.
+# $2.. = the apt-get install arguments, to print the command to investigate.
+guard_simulation() {
+    local file="$1"; shift
+    local removed
+    removed="$(sim_removals "$file" | tr '\n' ' ' | sed 's/ *$//')"
+    if [[ -n "$removed" ]]; then
+        local n; n="$(wc -w <<<"$removed")"
+        say "refusing to install: apt would REMOVE $n package(s): $removed"
+        say "nothing was installed; investigate with: apt-get install -s $*"
+        return 1
+    fi
+    return 0
+}
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+pick_python() {
+    # The system (Debian) python3: python3-venv provides its ensurepip. PYTHON overrides.
+    if [[ -n "${PYTHON:-}" ]]; then echo "$PYTHON"
+    elif [[ -x /usr/bin/python3 ]]; then echo /usr/bin/python3
+    else command -v python3 || true
+    fi
+}
+
+# Print "ok" or a reason why PYTHON is unusable.
+python_status() {
+    local py="$1"
+    [[ -n "$py" && -x "$(command -v "$py" 2>/dev/null || true)" ]] || { echo "python3 not found (fix: apt-get install python3)"; return; }
+    "$py" -c "import sys; sys.exit(0 if sys.version_info >= (${MIN_PY/./,}) else 1)" 2>/dev/null \
+        || { echo "$py is Python $("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo '?'); need >= $MIN_PY (Debian 12 ships 3.11; or set PYTHON=/path/to/python3.11+)"; return; }
+    echo ok
+}
+
+# Print the packages of "$@" that dpkg does not report as installed ("ii").
+missing_apt() {
+    local installed
+    installed="$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' "$@" 2>/dev/null \
+                 | awk '$1 == "ii" { print $2 }' || true)"
+    local p
+    for p in "$@"; do
+        grep -qxF "$p" <<<"$installed" || echo "$p"
+    done
+}
+
+# Print "cmd (from pkg)" for each missing command in the list "cmd:pkg" ...
+missing_cmds() {
+    local e
+    for e in "$@"; do
+        command -v "${e%%:*}" >/dev/null 2>&1 || echo "${e%%:*} (from ${e#*:})"
+    done
+}
+
+# Compare the venv's installed versions with requirements.txt pins.
+# Prints one line per mismatch; exit 1 if any. Fast: importlib.metadata only.
+venv_pin_mismatches() {
+    "$VENV/bin/python" - "$REQS" <<'PY'
+import sys, importlib.metadata as md
+bad = 0
+for line in open(sys.argv[1], encoding="utf-8"):
+    line = line.split("#", 1)[0].strip()
+    if not line:
+        continue
+    name, sep, want = line.partition("==")
+    if not sep:
+        print(f"requirements.txt line '{line}' is not pinned with ==")
+        bad = 1
+        continue
+    name = name.split("[", 1)[0].strip()
+    try:
+        have = md.version(name)
+    except md.PackageNotFoundError:
+        print(f"{name}: not installed, requirements.txt pins {want}")
+        bad = 1
+        continue
+    if have != want.strip():
+        print(f"{name}: installed {have}, requirements.txt pins {want}")
+        bad = 1
+sys.exit(bad)
+PY
+}
+
+# Reasons the venv is unusable (empty output = usable apart from pins).
+venv_problems() {
+    if [[ ! -x "$VENV/bin/python" ]]; then echo ".venv missing"; return; fi
+    if ! "$VENV/bin/python" -c 'import sys; sys.exit(0 if sys.version_info >= ('"${MIN_PY/./,}"') else 1)' 2>/dev/null; then
+        echo ".venv python is broken or older than $MIN_PY"; return
+    fi
+    # A venv moved with the repo keeps old script paths; detect via snakemake's shebang.
+    if [[ -f "$VENV/bin/snakemake" ]] && [[ "$(head -n1 "$VENV/bin/snakemake")" != "#!$VENV/bin/python"* ]]; then
+        echo ".venv was created at another path (scripts point elsewhere)"; return
+    fi
+}
+
+stamp_key() {
+    # $@ = apt package list of this configuration
+    { echo "installer=$INSTALLER_VERSION venv=$VENV"; cat "$REQS"; printf '%s\n' "$@"; } \
+        | sha256sum | cut -d' ' -f1
+}
+
+# ---------------------------------------------------------------------------
+# apt install (simulate, guard, install, verify)
+# ---------------------------------------------------------------------------
+
+SUDO=()
+APT_UPDATED=0
+
+need_root_or_explain() {
+    # $@ = the command that needs root
+    if [[ $EUID -eq 0 ]]; then SUDO=(); return 0; fi
+    if command -v sudo >/dev/null 2>&1; then SUDO=(sudo); return 0; fi
+    say "not root and no sudo; run as root: $*"
+    exit 1
+}
+
+apt_lists_empty() {
+    ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null
+}
+
+apt_update_once() {
+    [[ $APT_UPDATED -eq 0 ]] || return 0
+    APT_UPDATED=1
+    need_root_or_explain "apt-get update"
+    say "running apt-get update (package lists are missing or stale)"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
+        || die "apt-get update failed; fix the apt sources, then rerun $ME"
+}
+
+apt_install() {
+    # $@ = packages to install (missing ones)
+    # Host toolchain: an installed package is named as pkg=<installed version> so
+    # that apt neither removes it nor upgrades it; a missing one is named plainly.
+    local tool=() p v
+    for p in "${HOST_TOOLCHAIN[@]}" "${HOST_TOOLCHAIN_IF_PRESENT[@]}"; do
+        printf '%s\n' "$@" | grep -qxF "$p" && continue
+        if dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii'; then
+            v="$(dpkg-query -W -f='${Version}' "$p")"
+            tool+=("$p=$v")
+        elif printf '%s\n' "${HOST_TOOLCHAIN[@]}" | grep -qxF "$p"; then
+            tool+=("$p")
+        fi
+    done
+    local args=(--no-install-recommends "$@" "${tool[@]}")
+    # de-duplicate while keeping order
+    local -A seen=(); local uniq=()
+    for p in "${args[@]}"; do [[ -n "${seen[$p]:-}" ]] || { seen[$p]=1; uniq+=("$p"); }; done
+    args=("${uniq[@]}")
+
+    local sim; sim="$(mktemp)"
+    if apt_lists_empty; then apt_update_once; fi
+    local rc=0
+    LC_ALL=C apt-get install -s "${args[@]}" >"$sim" 2>&1 || rc=$?
+    if [[ $rc -ne 0 ]] && grep -qE 'Unable to locate package|has no installation candidate' "$sim" && [[ $APT_UPDATED -eq 0 ]]; then
+        apt_update_once
+        rc=0; LC_ALL=C apt-get install -s "${args[@]}" >"$sim" 2>&1 || rc=$?
+    fi
+    if [[ $rc -ne 0 ]]; then
+        say "apt simulation failed: $(grep -E '^E:' "$sim" | head -n1 | cut -c1-200)"
+        rm -f "$sim"
+        die "nothing was installed; investigate with: apt-get install -s ${args[*]}"
+    fi
+    guard_simulation "$sim" "${args[@]}" || { rm -f "$sim"; exit 1; }
+    rm -f "$sim"
+
+    need_root_or_explain "apt-get install -y ${args[*]}"
+    say "installing apt packages: $*"
+    local log; log="$(mktemp)"
+    if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${args[@]}" >"$log" 2>&1; then
+        tail -n 20 "$log" >&2
+        die "apt-get install failed (full log: $log); fix apt, then rerun $ME"
+    fi
+    rm -f "$log"
+    gcc --version >/dev/null 2>&1 \
+        || die "host gcc no longer works after apt install; fix: apt-get install --reinstall gcc libc6-dev binutils"
+}
+
+# ---------------------------------------------------------------------------
+# venv
+# ---------------------------------------------------------------------------
+
+setup_venv() {
+    local py="$1" problem
+    problem="$(venv_problems)"
+    if [[ -n "$problem" ]]; then
+        [[ -d "$VENV" ]] && say "recreating .venv ($problem)"
+        rm -rf "$VENV"
+        "$py" -m venv "$VENV" >/dev/null \
+            || die "'$py -m venv' failed; fix: apt-get install python3-venv"
+    fi
+    if ! venv_pin_mismatches >/dev/null 2>&1; then
+        say "installing Python packages from requirements.txt into .venv"
+        local log="$VENV/pip-install.log"
+        if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+                -r "$REQS" >"$log" 2>&1; then
+            tail -n 20 "$log" >&2
+            die "pip install failed (log: $log); fix the network/requirements.txt, then rerun $ME"
+        fi
+        "$VENV/bin/python" -m pip check --disable-pip-version-check >"$log.check" 2>&1 \
+            || { cat "$log.check" >&2; die "pip check failed: requirements.txt lacks a dependency; regenerate it (see its header)"; }
+        venv_pin_mismatches >&2 || die "venv does not match requirements.txt after install; fix: rm -rf .venv && $ME"
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# modes
+# ---------------------------------------------------------------------------
+
+MODE=install
+WITH_CLANG=0
+FORCE=0
+SIMFILE=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --check) MODE=check ;;
+        --with-clang) WITH_CLANG=1 ;;
+        --force) FORCE=1 ;;
+        --check-simulation) MODE=simcheck; SIMFILE="${2:-}"; shift || true ;;
+        -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) die "unknown option '$1'; see $ME --help" ;;
+    esac
+    shift
+done
+
+if [[ $MODE == simcheck ]]; then
+    [[ -r "$SIMFILE" ]] || die "--check-simulation needs a readable file"
+    guard_simulation "$SIMFILE" "<packages>" && echo "$ME: simulation removes nothing: ok"
+    exit $?
+fi
+
+APT_PKGS=("${APT_BASE[@]}")
+CMDS=("${CMDS_BASE[@]}")
+if [[ $WITH_CLANG -eq 1 ]]; then APT_PKGS+=("${APT_CLANG[@]}"); CMDS+=("${CMDS_CLANG[@]}"); fi
+
+[[ -f "$REQS" ]] || die "requirements.txt missing at $REQS; restore it from git"
+
+if [[ $MODE == check ]]; then
+    problems=()
+    py="$(pick_python)"
+    st="$(python_status "$py")"; [[ "$st" == ok ]] || problems+=("python: $st")
+    while read -r p; do [[ -n "$p" ]] && problems+=("apt package $p not installed (fix: $ME)"); done < <(missing_apt "${APT_PKGS[@]}")
+    while read -r c; do [[ -n "$c" ]] && problems+=("command $c not on PATH (fix: $ME)"); done < <(missing_cmds "${CMDS[@]}")
+    vp="$(venv_problems)"
+    if [[ -n "$vp" ]]; then
+        problems+=("venv: $vp (fix: $ME)")
+    else
+        while read -r m; do [[ -n "$m" ]] && problems+=("venv pin: $m (fix: $ME)"); done < <(venv_pin_mismatches || true)
+    fi
+    if [[ ${#problems[@]} -eq 0 ]]; then
+        echo "$ME --check: all present (python $py, ${#APT_PKGS[@]} apt packages, .venv matches requirements.txt)"
+        exit 0
+    fi
+    echo "$ME --check: ${#problems[@]} missing:"
+    printf '  - %s\n' "${problems[@]}"
+    fixcmd="$ME"; [[ $WITH_CLANG -eq 1 ]] && fixcmd+=" --with-clang"
+    echo "fix: run $fixcmd (as root, or as a user with sudo)"
+    exit 1
+fi
+
+# --- install mode ----------------------------------------------------------
+KEY="$(stamp_key "${APT_PKGS[@]}")"
+fast_ok() {
+    [[ $FORCE -eq 0 && -f "$STAMP" ]] && grep -qxF "$KEY" "$STAMP" \
+        && [[ -x "$VENV/bin/python" && -x "$VENV/bin/snakemake" ]] \
+        && [[ -z "$(missing_cmds "${CMDS[@]}")" ]]
+}
+fast_ok && exit 0
+
+# Serialise concurrent runs (two ./harness commands started together).
+exec 9>"${TMPDIR:-/tmp}/harness-install.$(id -u).$(echo "$ROOT" | cksum | cut -d' ' -f1).lock"
+flock 9
+fast_ok && exit 0
+
+mapfile -t MISSING < <(missing_apt "${APT_PKGS[@]}")
+if [[ ${#MISSING[@]} -gt 0 ]]; then
+    apt_install "${MISSING[@]}"
+    mapfile -t STILL < <(missing_apt "${APT_PKGS[@]}")
+    [[ ${#STILL[@]} -eq 0 ]] || die "still not installed after apt: ${STILL[*]}; fix: apt-get install ${STILL[*]}"
+fi
+mapfile -t MC < <(missing_cmds "${CMDS[@]}")
+[[ ${#MC[@]} -eq 0 ]] || die "commands missing although their packages are installed: ${MC[*]}; fix: apt-get install --reinstall <package>"
+
+PY="$(pick_python)"
+st="$(python_status "$PY")"
+[[ "$st" == ok ]] || die "$st"
+setup_venv "$PY"
+
+grep -qxF "$KEY" "$STAMP" 2>/dev/null || echo "$KEY" >>"$STAMP"

@@ -1,0 +1,176 @@
+"""Tests of setup/install.sh (stdlib + pytest only).
+
+Why shims: the apt paths must be tested without touching the machine. Fake
+`apt-get`, `dpkg-query` and `sudo` executables are put first on PATH; they log
+every call and replay canned `apt-get install -s` outputs from
+tests/fixtures/apt/ (real outputs captured on Debian 12). `--force` makes the
+installer skip its stamp so it reaches the apt step.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTALL = ROOT / "setup" / "install.sh"
+FIXTURES = ROOT / "tests" / "fixtures" / "apt"
+STAMP = ROOT / ".venv" / ".installed"
+
+APT_SHIM = r"""#!/bin/bash
+# Logs its arguments; answers `install -s` from canned files, one per call.
+echo "apt-get $*" >> "$SHIM_LOG"
+if [[ "$1" == update ]]; then exit 0; fi
+for a in "$@"; do
+  if [[ "$a" == -s ]]; then
+    n=$(grep -c -- ' -s ' "$SHIM_LOG")
+    f="$(sed -n "${n}p" "$SHIM_SIMS")"
+    [[ -n "$f" ]] || f="$(tail -n1 "$SHIM_SIMS")"
+    cat "$f"
+    grep -q '^E:' "$f" && exit 100
+    exit 0
+  fi
+done
+exit 0
+"""
+
+LOG_SHIM = """#!/bin/bash
+echo "{name} $*" >> "$SHIM_LOG"
+{tail}
+"""
+
+
+def _write_exe(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+@pytest.fixture
+def shims(tmp_path: Path):
+    """PATH with logging fakes of apt-get, dpkg-query (reports nothing installed) and sudo."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    _write_exe(bindir / "apt-get", APT_SHIM)
+    _write_exe(bindir / "dpkg-query", LOG_SHIM.format(name="dpkg-query", tail="exit 1"))
+    _write_exe(bindir / "sudo", LOG_SHIM.format(name="sudo", tail='exec "$@"'))
+    log = tmp_path / "calls.log"
+    log.write_text("")
+    sims = tmp_path / "sims.txt"
+
+    def run(*args: str, sim_files: list[str] = (), timeout: float = 60):
+        sims.write_text("".join(str(FIXTURES / f) + "\n" for f in sim_files))
+        env = dict(os.environ)
+        env.update(PATH=f"{bindir}:{env['PATH']}", SHIM_LOG=str(log), SHIM_SIMS=str(sims), LC_ALL="C")
+        proc = subprocess.run(
+            ["bash", str(INSTALL), *args], cwd=ROOT, env=env,
+            capture_output=True, text=True, timeout=timeout,
+        )
+        return proc, log.read_text().splitlines()
+
+    return run
+
+
+def _real_installs(calls: list[str]) -> list[str]:
+    """apt-get install calls that are not simulations."""
+    return [c for c in calls if c.startswith("apt-get install") and " -s " not in f"{c} "]
+
+
+# --- the removal guard on canned simulations -------------------------------
+
+def test_guard_refuses_and_names_removed_packages():
+    proc = subprocess.run(
+        ["bash", str(INSTALL), "--check-simulation", str(FIXTURES / "sim-remv-gcc-multilib.txt")],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 1
+    assert "REMOVE 2 package(s): gcc-aarch64-linux-gnu gcc-12-aarch64-linux-gnu" in proc.stderr
+    assert "apt-get install -s" in proc.stderr
+    assert "nothing was installed" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["sim-clean.txt", "sim-unmet.txt"])
+def test_guard_accepts_simulation_without_remv(name: str):
+    proc = subprocess.run(
+        ["bash", str(INSTALL), "--check-simulation", str(FIXTURES / name)],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_install_refuses_when_simulation_removes(shims):
+    proc, calls = shims("--force", sim_files=["sim-remv-gcc-multilib.txt"])
+    assert proc.returncode == 1
+    assert "gcc-aarch64-linux-gnu gcc-12-aarch64-linux-gnu" in proc.stderr
+    # the investigate command names the same packages as the simulated install
+    sim_call = next(c for c in calls if c.startswith("apt-get install -s"))
+    assert sim_call[len("apt-get "):] in proc.stderr
+    assert _real_installs(calls) == []
+
+
+def test_install_names_host_toolchain_in_same_command(shims):
+    proc, calls = shims("--force", sim_files=["sim-clean.txt"])
+    sim_call = next(c for c in calls if c.startswith("apt-get install -s"))
+    for pkg in ("qemu-user", "gcc-aarch64-linux-gnu", "gcc", "libc6-dev", "make", "binutils"):
+        assert f" {pkg}" in sim_call
+    installs = _real_installs(calls)
+    assert len(installs) == 1
+    # real install = the simulated command minus -s (plus -y -q): same package list
+    pkgs = lambda c: c.split("--no-install-recommends", 1)[1].split()
+    assert pkgs(installs[0]) == pkgs(sim_call)
+    # the fake dpkg-query still reports the packages missing, so the installer
+    # must notice that apt did not deliver them
+    assert proc.returncode == 1
+    assert "still not installed" in proc.stderr
+
+
+def test_simulation_error_installs_nothing(shims):
+    proc, calls = shims("--force", sim_files=["sim-unmet.txt"])
+    assert proc.returncode == 1
+    assert "Unable to correct problems" in proc.stderr
+    assert _real_installs(calls) == []
+
+
+def test_apt_update_runs_once_only_when_a_package_is_unknown(shims):
+    proc, calls = shims("--force", sim_files=["sim-unlocatable.txt", "sim-unlocatable.txt"])
+    assert proc.returncode == 1
+    assert sum(c.startswith("apt-get update") for c in calls) == 1
+    # with empty package lists the update runs first and the unknown package is final
+    lists_empty = not list(Path("/var/lib/apt/lists").glob("*_Packages*"))
+    assert sum(c.startswith("apt-get install -s") for c in calls) == (1 if lists_empty else 2)
+    assert _real_installs(calls) == []
+    assert "Unable to locate package" in proc.stderr
+
+
+# --- on this machine, after installation ---------------------------------
+
+needs_install = pytest.mark.skipif(
+    not STAMP.exists(), reason="harness not installed here yet: run setup/install.sh first"
+)
+
+
+@needs_install
+def test_check_passes_after_installation():
+    proc = subprocess.run(["bash", str(INSTALL), "--check"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "all present" in proc.stdout
+
+
+@needs_install
+def test_noop_path_installs_nothing_and_is_fast(shims):
+    before = STAMP.stat().st_mtime_ns
+    site = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
+    site_before = site.stat().st_mtime_ns
+    t0 = time.monotonic()
+    proc, calls = shims()
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "" and proc.stderr == ""
+    assert calls == []  # no apt-get, dpkg-query or sudo at all
+    assert STAMP.stat().st_mtime_ns == before
+    assert site.stat().st_mtime_ns == site_before
+    assert elapsed < 1.0
