@@ -1,0 +1,365 @@
+/*
+ * tbstats.c - translation-block execution statistics with ROI accounting,
+ * the JSON file writer and the argument/API-version handling shared by the
+ * armie_clients QEMU 7.2 plugins. See tbstats.h for the counting scheme.
+ *
+ * Compiled into each plugin:
+ *   gcc -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -std=c11 \
+ *       -o lib<client>.so <client>.c tbstats.c
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "tbstats.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One translation of one TB. Allocated once, never moved: QEMU holds
+ * pointers to its counters. */
+typedef struct tbs_rec {
+    uint64_t execs;     /* inline counter, +1 at every TB entry */
+    uint64_t roi_start; /* execs at the current ROI begin */
+    uint64_t roi_execs; /* executions accumulated over closed ROIs */
+    uint64_t vaddr;
+    uint32_t n;
+    uint32_t *enc;
+    const char **sym;
+    int64_t *adj; /* NULL, or n deltas: adj[k] applies to insns k..n-1 */
+    uint64_t *mem;     /* mem mode, 2n: accesses[n], accesses at begin[n] */
+    uint64_t *mem_roi; /* mem mode, n: accesses over closed ROIs */
+} tbs_rec;
+
+/* Userdata of a marker instruction's exec callback. */
+typedef struct tbs_mark {
+    tbs_rec *rec;
+    uint32_t idx;
+} tbs_mark;
+
+static tbs_rec **recs;
+static size_t n_recs, cap_recs;
+static bool want_mem;
+static void (*report_fn)(void);
+
+static uint64_t begins, ends;
+static bool in_roi, roi_error;
+
+static char *out_path;
+static const char *client_name = "tbstats";
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz);
+    if (!p) {
+        fprintf(stderr, "%s: out of memory\n", client_name);
+        abort();
+    }
+    return p;
+}
+
+/* ---- arguments and API version ---------------------------------------- */
+
+int tbs_check_api(const char *client, const qemu_info_t *info)
+{
+    client_name = client;
+    if (info->version.cur != 1) {
+        fprintf(stderr,
+                "%s: written for QEMU plugin API version 1 (QEMU 7.2); this "
+                "QEMU offers version %d (min %d). Use QEMU 7.2 (Debian 12 "
+                "qemu-user).\n",
+                client, info->version.cur, info->version.min);
+        return -1;
+    }
+    return 0;
+}
+
+bool tbs_split_arg(const char *client, const char *arg, char *key,
+                   size_t keysz, const char **val)
+{
+    const char *eq = strchr(arg, '=');
+    size_t len;
+
+    if (!eq) {
+        fprintf(stderr, "%s: argument '%s' is not key=value\n", client, arg);
+        return false;
+    }
+    len = (size_t)(eq - arg);
+    if (len == 0 || len >= keysz) {
+        fprintf(stderr, "%s: bad argument '%s'\n", client, arg);
+        return false;
+    }
+    memcpy(key, arg, len);
+    key[len] = '\0';
+    *val = eq + 1;
+    return true;
+}
+
+bool tbs_common_arg(const char *key, const char *val)
+{
+    if (strcmp(key, "out") == 0) {
+        free(out_path);
+        out_path = strdup(val);
+        return true;
+    }
+    return false;
+}
+
+int tbs_check_args(const char *client)
+{
+    if (!out_path || !*out_path) {
+        fprintf(stderr, "%s: missing required argument out=<path>\n", client);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- ROI marker callbacks --------------------------------------------- */
+
+static void add_adj(tbs_rec *r, uint32_t from, int64_t delta)
+{
+    if (from >= r->n) {
+        return;
+    }
+    if (!r->adj) {
+        r->adj = xcalloc(r->n, sizeof(*r->adj));
+    }
+    r->adj[from] += delta;
+}
+
+static void roi_begin_cb(unsigned int vcpu, void *ud)
+{
+    tbs_mark *m = ud;
+    (void)vcpu;
+
+    begins++;
+    if (in_roi) { /* nested begin: flag and ignore */
+        roi_error = true;
+        return;
+    }
+    in_roi = true;
+    for (size_t i = 0; i < n_recs; i++) {
+        tbs_rec *r = recs[i];
+        r->roi_start = r->execs;
+        if (r->mem) {
+            memcpy(r->mem + r->n, r->mem, r->n * sizeof(uint64_t));
+        }
+    }
+    /* this TB's entry increment is in the snapshot: the insns after the
+     * marker in this execution belong to the ROI */
+    add_adj(m->rec, m->idx + 1, +1);
+}
+
+static void roi_end_cb(unsigned int vcpu, void *ud)
+{
+    tbs_mark *m = ud;
+    (void)vcpu;
+
+    ends++;
+    if (!in_roi) { /* end without begin */
+        roi_error = true;
+        return;
+    }
+    in_roi = false;
+    for (size_t i = 0; i < n_recs; i++) {
+        tbs_rec *r = recs[i];
+        r->roi_execs += r->execs - r->roi_start;
+        if (r->mem) {
+            for (uint32_t k = 0; k < r->n; k++) {
+                r->mem_roi[k] += r->mem[k] - r->mem[r->n + k];
+            }
+        }
+    }
+    /* the marker and the insns after it in this execution are not in it */
+    add_adj(m->rec, m->idx, -1);
+}
+
+uint64_t tbs_roi_begins(void)
+{
+    return begins;
+}
+
+uint64_t tbs_roi_ends(void)
+{
+    return ends;
+}
+
+bool tbs_roi_balanced(void)
+{
+    return !roi_error && !in_roi && begins == ends && begins >= 1;
+}
+
+/* ---- translation ------------------------------------------------------ */
+
+static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    tbs_rec *r = xcalloc(1, sizeof(*r));
+    (void)id;
+
+    r->vaddr = qemu_plugin_tb_vaddr(tb);
+    r->n = (uint32_t)n;
+    r->enc = xcalloc(n, sizeof(*r->enc));
+    r->sym = xcalloc(n, sizeof(*r->sym));
+    if (want_mem) {
+        r->mem = xcalloc(2 * n, sizeof(uint64_t));
+        r->mem_roi = xcalloc(n, sizeof(uint64_t));
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        const uint8_t *b = qemu_plugin_insn_data(insn);
+        uint32_t w = 0;
+
+        if (qemu_plugin_insn_size(insn) >= 4) {
+            w = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                (uint32_t)b[3] << 24;
+        }
+        r->enc[i] = w;
+        r->sym[i] = qemu_plugin_insn_symbol(insn);
+
+        if (w == TBS_ROI_BEGIN || w == TBS_ROI_END) {
+            tbs_mark *m = xcalloc(1, sizeof(*m));
+            m->rec = r;
+            m->idx = (uint32_t)i;
+            qemu_plugin_register_vcpu_insn_exec_cb(
+                insn, w == TBS_ROI_BEGIN ? roi_begin_cb : roi_end_cb,
+                QEMU_PLUGIN_CB_NO_REGS, m);
+        }
+        if (want_mem) {
+            /* RW: in 7.2 the R/W filter of inline memory ops is not
+             * reliable (observed: an R-only counter counted the stores, a
+             * W-only counter every access), so count every access and let
+             * the client split them by the instruction's encoding */
+            qemu_plugin_register_vcpu_mem_inline(insn, QEMU_PLUGIN_MEM_RW,
+                                                 QEMU_PLUGIN_INLINE_ADD_U64,
+                                                 &r->mem[i], 1);
+        }
+    }
+    qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64,
+                                             &r->execs, 1);
+
+    if (n_recs == cap_recs) {
+        size_t cap = cap_recs ? 2 * cap_recs : 16384;
+        tbs_rec **nr = realloc(recs, cap * sizeof(*recs));
+        if (!nr) {
+            fprintf(stderr, "%s: out of memory\n", client_name);
+            abort();
+        }
+        recs = nr;
+        cap_recs = cap;
+    }
+    recs[n_recs++] = r;
+    /* a TB first translated inside an ROI starts at execs = 0, which is
+     * also its roi_start (calloc) */
+}
+
+static void at_exit(qemu_plugin_id_t id, void *ud)
+{
+    (void)id;
+    (void)ud;
+    if (report_fn) {
+        report_fn();
+    }
+}
+
+void tbs_start(qemu_plugin_id_t id, bool mem_counters, void (*report)(void))
+{
+    want_mem = mem_counters;
+    report_fn = report;
+    qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
+    qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+}
+
+void tbs_foreach(tbs_insn_fn fn, void *userdata)
+{
+    for (size_t i = 0; i < n_recs; i++) {
+        tbs_rec *r = recs[i];
+        int64_t adj = 0;
+
+        for (uint32_t k = 0; k < r->n; k++) {
+            tbs_insn in;
+
+            if (r->adj) {
+                adj += r->adj[k];
+            }
+            in.enc = r->enc[k];
+            in.sym = r->sym[k];
+            in.vaddr = r->vaddr + 4 * (uint64_t)k;
+            in.whole = r->execs;
+            in.roi = (uint64_t)((int64_t)r->roi_execs + adj);
+            in.roi_mem = r->mem_roi ? r->mem_roi[k] : 0;
+            fn(&in, userdata);
+        }
+    }
+}
+
+/* ---- JSON file -------------------------------------------------------- */
+
+static char *tmp_path(void)
+{
+    size_t len = strlen(out_path) + 5;
+    char *t = xcalloc(len, 1);
+    snprintf(t, len, "%s.tmp", out_path);
+    return t;
+}
+
+void tbs_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            fprintf(f, "\\%c", c);
+        } else if (c < 0x20) {
+            fprintf(f, "\\u%04x", c);
+        } else {
+            fputc(c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+FILE *tbs_json_open(const char *client)
+{
+    char *t = tmp_path();
+    FILE *f = fopen(t, "w");
+
+    if (!f) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", client, t,
+                strerror(errno));
+        free(t);
+        return NULL;
+    }
+    free(t);
+    fprintf(f, "{\n  \"client\": ");
+    tbs_json_string(f, client);
+    fprintf(f,
+            ",\n  \"plugin_api\": 1,\n"
+            "  \"markers\": {\"begin\": %llu, \"end\": %llu, "
+            "\"balanced\": %s}",
+            (unsigned long long)begins, (unsigned long long)ends,
+            tbs_roi_balanced() ? "true" : "false");
+    return f;
+}
+
+int tbs_json_close(FILE *f)
+{
+    char *t = tmp_path();
+    int rc = 0;
+
+    fprintf(f, "\n}\n");
+    if (fflush(f) != 0 || ferror(f)) {
+        rc = -1;
+    }
+    if (fclose(f) != 0) {
+        rc = -1;
+    }
+    if (rc == 0 && rename(t, out_path) != 0) {
+        rc = -1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", client_name, out_path,
+                strerror(errno));
+    }
+    free(t);
+    return rc;
+}

@@ -1,0 +1,90 @@
+/*
+ * tbstats.h - translation-block execution statistics with ROI accounting,
+ * shared by the armie_clients QEMU 7.2 plugins (inscount, opcodes, memory).
+ *
+ * Counting scheme (fast: one inline add per executed TB, callbacks only on
+ * the two marker instructions):
+ *   - every translated TB gets a record {vaddr, n, encodings, symbols} and
+ *     ONE inline "execs += 1" at TB entry;
+ *   - the ROI markers hint #0x40 (0xd503281f, begin) and hint #0x41
+ *     (0xd503283f, end) get an insn_exec_cb. Begin snapshots every record's
+ *     exec counter; end accumulates execs - snapshot into roi_execs. The TB
+ *     holding the marker was already counted at its entry, so begin adds +1
+ *     to its instructions after the marker and end adds -1 to the marker and
+ *     the instructions after it (per-record adjustments);
+ *   - several sequential begin/end pairs are summed; a begin inside an ROI
+ *     or an end outside one marks the run unbalanced (roi reported null).
+ *   - optional (memory client): a per-instruction inline counter of the
+ *     memory accesses QEMU's own instrumentation reports (reads and writes
+ *     together: QEMU 7.2 does not apply the R/W filter of inline memory ops
+ *     reliably), snapshotted the same way. It needs no adjustment: accesses
+ *     are counted when they happen, not at TB entry.
+ * Per-instruction whole-run count = record execs; ROI count = record
+ * roi_execs + adjustments covering the instruction's index.
+ * Limits: an instruction that faults in the middle of a TB leaves the rest of
+ * the TB counted (as with every TB-entry inline counter); single vCPU
+ * (user mode), inline adds are not atomic.
+ */
+#ifndef ARMIE_TBSTATS_H
+#define ARMIE_TBSTATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "qemu_plugin_api.h"
+
+#define TBS_ROI_BEGIN 0xd503281fu /* hint #0x40 */
+#define TBS_ROI_END 0xd503283fu   /* hint #0x41 */
+
+/* One static instruction (one translation of it) as seen at exit. */
+typedef struct tbs_insn {
+    uint32_t enc;        /* 32-bit A64 encoding */
+    const char *sym;     /* symbol from QEMU's symbol table, may be NULL */
+    uint64_t vaddr;
+    uint64_t whole;      /* executions over the whole run */
+    uint64_t roi;        /* executions inside the ROI(s) */
+    uint64_t roi_mem;    /* memory accesses QEMU reported in the ROI (mem mode) */
+} tbs_insn;
+
+typedef void (*tbs_insn_fn)(const tbs_insn *insn, void *userdata);
+
+/* Refuse any plugin API version other than 1 (QEMU 7.2); 0 = ok, -1 = refuse. */
+int tbs_check_api(const char *client, const qemu_info_t *info);
+
+/*
+ * Split "key=value" (value may be empty). Returns false (after printing an
+ * error) when there is no '=' or the key is too long.
+ */
+bool tbs_split_arg(const char *client, const char *arg, char *key,
+                   size_t keysz, const char **val);
+
+/* Handle the keys common to all clients (out=). true if consumed. */
+bool tbs_common_arg(const char *key, const char *val);
+
+/* After parsing: check the common keys (out= is required). 0 ok, -1 error. */
+int tbs_check_args(const char *client);
+
+/* Register the translation and exit callbacks; report runs once at exit. */
+void tbs_start(qemu_plugin_id_t id, bool mem_counters, void (*report)(void));
+
+/* Markers seen and whether they form B == E >= 1 sequential pairs. */
+uint64_t tbs_roi_begins(void);
+uint64_t tbs_roi_ends(void);
+bool tbs_roi_balanced(void);
+
+/* Visit every recorded instruction (every translation of it). */
+void tbs_foreach(tbs_insn_fn fn, void *userdata);
+
+/*
+ * JSON output: tbs_json_open() opens "<out>.tmp" and writes the common head
+ * ("{", client, plugin_api, markers) without a trailing comma;
+ * tbs_json_close() writes the closing brace, flushes and renames the file to
+ * <out> (atomic for readers). Both print an error and return NULL/-1 on
+ * failure.
+ */
+FILE *tbs_json_open(const char *client);
+int tbs_json_close(FILE *f);
+void tbs_json_string(FILE *f, const char *s);
+
+#endif /* ARMIE_TBSTATS_H */
