@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from analysis import config, toolchain
+from analysis.backends.qemu import RunError
 
 REPO = config.REPO
 
@@ -47,6 +48,62 @@ def cmd_validate(ns: argparse.Namespace) -> int:
     return 0
 
 
+def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
+    """Validate a one-cell request (kernel, variant, build, VL, size, op, dtype) like a sweep."""
+    overrides = dict(kv.split("=", 1) for kv in ns.set)
+    sweep = config.load(ns.config, overrides)
+    sel = config._selection(sweep.table, {
+        "kernel": ns.kernel, "variants": [ns.variant],
+        **({"ops": [ns.op]} if ns.op else {}), **({"dtypes": [ns.dtype]} if ns.dtype else {}),
+    })
+    config._check_vl(ns.vl, "--vl")
+    if ns.build != "vla":
+        bits = int(ns.build[3:]) if ns.build[3:].isdigit() and ns.build.startswith("vls") else -1
+        if bits not in config.VLS_ALLOWED:
+            raise config.ConfigError(f"--build {ns.build}: use vla or vls<N> with N in {', '.join(map(str, config.VLS_ALLOWED))}")
+        if bits != ns.vl:
+            raise config.ConfigError(
+                f"the VLS binary {ns.build} is built for {bits} bits and cannot run at {ns.vl} bits: use --build vla or --vl {bits}"
+            )
+    if ns.vl not in config.CPU_MODEL_VLS[ns.cpu]:
+        raise config.ConfigError(f"QEMU's {ns.cpu} model does not support VL {ns.vl}; it supports {', '.join(map(str, config.CPU_MODEL_VLS[ns.cpu]))}")
+    if ns.size < 0:
+        raise config.ConfigError(f"--size {ns.size}: sizes are byte counts >= 0")
+    row = sweep.table.row(ns.kernel, ns.variant)
+    op, dtype = sel["op_dtypes"][0]
+    params = config.run_params(sweep.table, row, op, dtype)
+    runs = tuple(config.Run(ns.vl, s, op, dtype, params) for s in sorted({0, ns.size}))
+    return sweep, config.Job(config.Binary(ns.compiler, ns.build, "qemu", ns.kernel, ns.variant), ns.cpu, runs)
+
+
+def cmd_count(ns: argparse.Namespace) -> int:
+    """Build one binary if needed, run it at size 0 and n, print its ROI counts."""
+    from analysis import build
+    from analysis.backends import qemu
+
+    sweep, job = single_cell(ns)
+    toolchain.preflight([ns.compiler], ["qemu"])
+    bd = sweep.build_dir
+    binary = build.binary_path(bd, ns.compiler, ns.build, "qemu", job.binary.name)
+    targets = [str(binary)] + [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
+    over = {"build_dir": str(bd), "results_dir": str(sweep.results_dir)}
+    proc = subprocess.run(snakemake_cmd(ns.config, over, 2, ["--quiet", "all", *targets]), capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
+        return 1
+    plugins = build.plugin_path(bd, "inscount").parent
+    recs = [qemu.run_once(binary, job.cpu_model, r, plugins) for r in job.runs]
+    base, meas = recs[0]["inscount"]["roi"], recs[-1]["inscount"]["roi"]
+    print(f"{job.binary.name} {ns.build} cpu={ns.cpu} vl={ns.vl} size={ns.size} op={job.runs[0].op} dtype={job.runs[0].dtype}")
+    print(f"  roi_net total {meas['total'] - base['total']}  sve {meas['sve'] - base['sve']}")
+    for cls in meas["classes"]:
+        d = meas["classes"][cls] - base["classes"][cls]
+        if d:
+            print(f"  roi_net class {cls:18s} {d}")
+    print(f"  command: {' '.join(recs[-1]['command'])}  (cwd {binary.parent})")
+    return 0
+
+
 def cmd_test(ns: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, "-m", "pytest", str(REPO / "tests"), *ns.pytest_args], cwd=REPO)
 
@@ -64,6 +121,19 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--config", default="configs/default.yaml")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     v.set_defaults(func=cmd_validate)
+    c = sub.add_parser("count", help="count one cell: one kernel variant at one VL and size (ROI net)")
+    c.add_argument("kernel")
+    c.add_argument("variant")
+    c.add_argument("--vl", type=int, required=True, help="vector length in bits")
+    c.add_argument("--size", type=int, default=1 << 20, help="bytes (default 1 MiB)")
+    c.add_argument("--build", default="vla", help="vla (default) or vls<N>")
+    c.add_argument("--cpu", default="max", choices=sorted(config.CPU_MODEL_VLS))
+    c.add_argument("--compiler", default="gcc", choices=["gcc", "clang"])
+    c.add_argument("--op")
+    c.add_argument("--dtype")
+    c.add_argument("--config", default="configs/default.yaml", help="sweep whose kernel table and dirs to use")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    c.set_defaults(func=cmd_count)
     t = sub.add_parser("test", help="run the test suite")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     t.set_defaults(func=cmd_test)
@@ -72,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         ns.snakemake_args = ns.snakemake_args[1:]
     try:
         return ns.func(ns)
-    except (config.ConfigError, toolchain.ToolchainError) as e:
+    except (config.ConfigError, toolchain.ToolchainError, RunError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -39,7 +39,7 @@ class Compiler:
 COMPILERS = {
     "gcc": Compiler("gcc", ("aarch64-linux-gnu-gcc",), ("-static",)),
     # clang finds the Debian cross sysroot and linker from the target triple.
-    "clang": Compiler("clang", ("clang-14", "--target=aarch64-linux-gnu"), ("-static", "-fuse-ld=lld")),
+    "clang": Compiler("clang", ("clang-14", "--target=aarch64-linux-gnu"), ("-static",)),
 }
 
 

@@ -1,0 +1,122 @@
+"""Benchmark: how long the sweeps take and what the counting costs. Prints figures and
+writes results/bench.json; it asserts nothing (timing belongs here, not in the tests).
+
+1. setup: `setup/install.sh` on an installed machine (the no-op path every command pays);
+2. the default sweep from a clean results and build tree (target < 120 s on 2 cores);
+3. the same sweep again with nothing changed (target < 5 s);
+4. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full;
+5. plugin overhead: a kernel whose plain QEMU run takes >= 2 s, plain vs all three
+   counting clients, median of 5 (target < 1.3x).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from analysis import build, config
+from analysis.backends import qemu
+from analysis.cli import snakemake_cmd
+
+REPO = config.REPO
+
+
+def config_hash(path: Path) -> str:
+    sweep = config.load(path)
+    h = hashlib.sha256()
+    for p in [path, REPO / sweep.raw["kernel_table"]]:
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def timed(cmd: list[str], **kw: Any) -> float:
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if proc.returncode != 0:
+        sys.exit(f"bench: {' '.join(cmd[:4])} ... failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return time.monotonic() - t0
+
+
+def sweep_time(cfg: str, work: Path, cores: int) -> float:
+    over = {"results_dir": str(work / "results"), "build_dir": str(work / "build")}
+    return timed(snakemake_cmd(cfg, over, cores, ["--quiet", "all"]), cwd=REPO)
+
+
+def overhead(work: Path, cores: int, repeats: int = 5) -> dict[str, Any]:
+    """Plain QEMU vs QEMU with every counting client on the scalar copy, sized to run >= 2 s."""
+    over = {"results_dir": str(work / "results"), "build_dir": str(work / "build")}
+    sweep = config.load(REPO / "configs" / "default.yaml", over)
+    binary = build.binary_path(sweep.build_dir, "gcc", "vla", "qemu", "copy-c_scalar")
+    plugins = build.plugin_path(sweep.build_dir, "inscount").parent
+    size, vl = 1 << 20, 512
+    while True:
+        run = config.Run(vl, size, "-", "uint8", ())
+        plain = ["env", "-i", "qemu-aarch64", "-cpu", f"max,sve-default-vector-length={vl // 8}", f"./{binary.name}", *run.argv()]
+        if timed(plain, cwd=binary.parent) >= 2.0 or size >= 1 << 31:
+            break
+        size *= 2
+    with tempfile.TemporaryDirectory() as tmp:
+        counted = qemu.qemu_command(binary, "max", run, plugins, Path(tmp))
+        t_plain = [timed(plain, cwd=binary.parent) for _ in range(repeats)]
+        t_count = [timed(counted, cwd=binary.parent) for _ in range(repeats)]
+    return {
+        "kernel": "copy-c_scalar", "vl": vl, "size": size, "repeats": repeats,
+        "plain_median_s": round(statistics.median(t_plain), 3),
+        "counted_median_s": round(statistics.median(t_count), 3),
+        "ratio": round(statistics.median(t_count) / statistics.median(t_plain), 3),
+        "clients": list(qemu.CLIENTS), "target_ratio": 1.3,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--skip-full", action="store_true", help="skip the full op x dtype matrix")
+    p.add_argument("--out", type=Path, default=REPO / "results" / "bench.json")
+    ns = p.parse_args(argv)
+    report: dict[str, Any] = {"cores": ns.cores, "host": os.uname().nodename}
+    report["setup_noop_s"] = round(timed([str(REPO / "setup" / "install.sh")]), 3)
+    print(f"setup (no-op path): {report['setup_noop_s']} s", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="sve-bench-"))
+    try:
+        default = "configs/default.yaml"
+        sweep = config.load(REPO / default)
+        report["default"] = {
+            "config": default, "config_hash": config_hash(REPO / default),
+            "jobs": len(sweep.jobs()), "runs": sum(len(j.runs) for j in sweep.jobs()),
+            "seconds": round(sweep_time(default, work / "default", ns.cores), 1), "target_s": 120,
+        }
+        print(f"default sweep, clean tree: {report['default']['seconds']} s for {report['default']['runs']} runs (target < 120 s)", flush=True)
+        report["rerun_noop_s"] = round(sweep_time(default, work / "default", ns.cores), 2)
+        print(f"re-run, nothing changed: {report['rerun_noop_s']} s (target < 5 s)", flush=True)
+        report["overhead"] = overhead(work / "default", ns.cores)
+        o = report["overhead"]
+        print(f"plugin overhead: {o['counted_median_s']} s / {o['plain_median_s']} s = {o['ratio']}x (target < 1.3x)", flush=True)
+        if not ns.skip_full:
+            full = "configs/full.yaml"
+            fs = config.load(REPO / full)
+            report["full_matrix"] = {
+                "config": full, "config_hash": config_hash(REPO / full),
+                "jobs": len(fs.jobs()), "runs": sum(len(j.runs) for j in fs.jobs()),
+                "seconds": round(sweep_time(full, work / "full", ns.cores), 1),
+            }
+            print(f"full op x dtype matrix: {report['full_matrix']['seconds']} s for {report['full_matrix']['runs']} runs", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ns.out.parent.mkdir(parents=True, exist_ok=True)
+    ns.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {ns.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
