@@ -27,8 +27,9 @@ def validate(sweep_path: str, overrides: dict[str, str]) -> config.Sweep:
 def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str]) -> list[str]:
     conf = [f"sweep={sweep_path}"] + [f"{k}={v}" for k, v in overrides.items()]
     return [
-        str(Path(sys.executable).parent / "snakemake"), "--snakefile", str(REPO / "Snakefile"),
-        "--directory", str(REPO), "--cores", str(cores), "--config", *conf, *extra,
+        # --config takes every word after it: targets and options go first.
+        str(Path(sys.executable).parent / "snakemake"), *extra, "--snakefile", str(REPO / "Snakefile"),
+        "--directory", str(REPO), "--cores", str(cores), "--config", *conf,
     ]
 
 

@@ -21,9 +21,9 @@ SNAKEMAKE = str(Path(PY).parent / "snakemake")
 
 def snakemake(sweep: Path, build_dir: Path, results_dir: Path, targets: list[str] | None = None,
               extra: list[str] | None = None) -> subprocess.CompletedProcess:
-    cmd = [SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO), "--cores", "2",
-           "--config", f"sweep={sweep}", f"build_dir={build_dir}", f"results_dir={results_dir}",
-           *(extra or []), *(targets or [])]
+    cmd = [SNAKEMAKE, *(targets or []), *(extra or []), "--snakefile", str(REPO / "Snakefile"),
+           "--directory", str(REPO), "--cores", "2",
+           "--config", f"sweep={sweep}", f"build_dir={build_dir}", f"results_dir={results_dir}"]
     return subprocess.run(cmd, capture_output=True, text=True)
 
 

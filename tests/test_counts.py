@@ -1,0 +1,128 @@
+"""ROI counts against oracles independent of the counters: closed forms from objdump of the
+loop body, the class table against objdump's mnemonics, and reproducibility."""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cell
+from disasm import branch_target, disasm_functions, expected_class, is_branch, objdump_words
+
+CLOSED_FORM_VLS = [128, 384, 512, 1152, 2048]
+CLOSED_FORM_SIZES = [65536, 100003, 1048576]
+
+
+def loop_body(binary: Path, function: str = "copy_kernel") -> tuple[int, int]:
+    """(instructions per iteration, instructions in the function) from objdump: the loop is
+    the range from the target of the one backward conditional branch to that branch."""
+    insns = disasm_functions(binary, {function})[function]
+    back = [(i, a, o) for i, (a, m, o) in enumerate(insns)
+            if is_branch(m) and m.startswith(("b.", "cb", "tb")) and (branch_target(o) or a) < a]
+    assert len(back) == 1, f"{function}: expected one loop, found back edges {back}"
+    i_branch, _, ops = back[0]
+    i_target = next(i for i, (a, _, _) in enumerate(insns) if a == branch_target(ops))
+    return i_branch - i_target + 1, len(insns)
+
+
+def iterations(n: int, vl: int, loop: dict) -> int:
+    chunk = loop["vectors_per_iteration"] * vl // 8
+    return math.ceil(n / chunk) if loop["rounding"] == "ceil" else n // chunk
+
+
+@pytest.mark.parametrize("variant", ["acle_1v", "acle_4v"])
+def test_closed_form_roi_counts(binaries, plugin_dir, all_sweep, variant: str) -> None:
+    """roi(n2) - roi(n1) = (iters(n2) - iters(n1)) x body exactly at every VL, and
+    roi_net(n) - iters(n) x body is one constant everywhere, bounded by the code outside the loop."""
+    loop = all_sweep.table.row("copy", variant).expect["loop"]
+    binary = binaries("copy", variant)
+    body, length = loop_body(binary)
+    rest = set()
+    for vl in CLOSED_FORM_VLS:
+        roi = {n: run_cell(binary, plugin_dir, vl, n)["inscount"]["roi"]["total"] for n in [0, *CLOSED_FORM_SIZES]}
+        for n1, n2 in zip(CLOSED_FORM_SIZES, CLOSED_FORM_SIZES[1:]):
+            assert roi[n2] - roi[n1] == (iterations(n2, vl, loop) - iterations(n1, vl, loop)) * body, (vl, n1, n2)
+        for n in CLOSED_FORM_SIZES:
+            rest.add(roi[n] - roi[0] - iterations(n, vl, loop) * body)
+    assert len(rest) == 1, rest
+    assert 0 <= rest.pop() <= length - body
+
+
+def test_four_vector_copy_scales_16x(binaries, plugin_dir) -> None:
+    b = binaries("copy", "acle_4v")
+    net = {}
+    for vl in (128, 2048):
+        net[vl] = (run_cell(b, plugin_dir, vl, 1 << 20)["inscount"]["roi"]["total"]
+                   - run_cell(b, plugin_dir, vl, 0)["inscount"]["roi"]["total"])
+    assert 15.5 <= net[128] / net[2048] <= 16.5, net
+
+
+def _classifier(tmp: Path) -> Path:
+    tool = tmp / "classify"
+    proc = subprocess.run(["gcc", "-O2", "-std=c11", "-DCLASSIFY_MAIN", "-o", str(tool),
+                           str(REPO / "armie_clients" / "inscount.c")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return tool
+
+
+def test_class_table_agrees_with_objdump_on_executed_encodings(binaries, plugin_dir, all_sweep, tmp_path) -> None:
+    """Every distinct encoding executed in any kernel's ROI is classified as objdump's mnemonic says."""
+    words: set[int] = set()
+    for row in all_sweep.table.rows:
+        fam = all_sweep.table.families[row.family]
+        params = tuple(row.params.items())
+        if fam.ops:
+            params += (("op", "max"), ("dtype", "float"), ("nan", 1))
+        elif fam.dtypes:
+            params += (("dtype", fam.dtypes[0]),) + tuple(fam.params.items())
+        rec = run_cell(binaries(row.kernel, row.variant), plugin_dir, 256, 4096, params)
+        words |= {int(e["encoding"], 16) for e in rec["opcodes"]["roi"]}
+    tool = _classifier(tmp_path)
+    got = subprocess.run([str(tool)], input="\n".join(f"{w:08x}" for w in sorted(words)),
+                         capture_output=True, text=True, check=True).stdout.split("\n")
+    classes = {int(line.split()[0], 16): line.split()[1] for line in got if line.strip()}
+    wrong = []
+    for word, mnem, ops in objdump_words(sorted(words), tmp_path):
+        assert mnem is not None, f"{word:08x} executed but objdump calls it undefined"
+        if classes[word] != expected_class(word, mnem, ops):
+            wrong.append(f"{word:08x} {mnem} {ops}: table {classes[word]}, objdump {expected_class(word, mnem, ops)}")
+    assert len(words) > 30
+    assert not wrong, "\n".join(wrong)
+
+
+def test_declared_roi_behaviour(binaries, plugin_dir, all_sweep) -> None:
+    """`expect: sve_in_roi` and `lacks_class` from the kernel table, on the net ROI counts."""
+    for row in all_sweep.table.rows:
+        exp = row.expect
+        if "sve_in_roi" not in exp and "lacks_class" not in exp:
+            continue
+        fam = all_sweep.table.families[row.family]
+        params = tuple(row.params.items())
+        if fam.ops:
+            params += (("op", "max"), ("dtype", "float"), ("nan", 1))
+        elif fam.dtypes:
+            params += (("dtype", fam.dtypes[0]),) + tuple(fam.params.items())
+        b = binaries(row.kernel, row.variant)
+        roi_n, roi_0 = (run_cell(b, plugin_dir, 256, n, params)["inscount"]["roi"] for n in (65536, 0))
+        if "sve_in_roi" in exp:
+            assert (roi_n["sve"] - roi_0["sve"] > 0) == exp["sve_in_roi"], (row.name, roi_n["sve"])
+            if not exp["sve_in_roi"]:
+                assert roi_n["sve"] == 0, row.name
+        for cls in exp.get("lacks_class", []):
+            assert roi_n["classes"][cls] == 0, (row.name, cls)
+
+
+def test_same_cell_twice_and_in_another_environment(binaries, plugin_dir, monkeypatch) -> None:
+    """Whole-program counts are identical across runs and across the caller's environment."""
+    b = binaries("copy", "c_vec")
+    first = run_cell(b, plugin_dir, 384, 65536)
+    second = run_cell(b, plugin_dir, 384, 65536)
+    monkeypatch.setenv("SOME_LONG_VARIABLE", "x" * 5000)
+    monkeypatch.setenv("PATH", os.environ["PATH"] + ":/nonexistent/dir")
+    monkeypatch.chdir("/")
+    third = run_cell(b, plugin_dir, 384, 65536)
+    for part in ("inscount", "opcodes", "memory"):
+        assert first[part] == second[part] == third[part], part

@@ -1,0 +1,168 @@
+"""Kernels: self-checks at several VLs and builds, identical output everywhere, the VL
+contract, code identical across marker objects, and the codegen facts the table declares."""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from elftools.elf.constants import SH_FLAGS
+from elftools.elf.elffile import ELFFile
+
+from conftest import run_plain
+from disasm import OBJDUMP, run
+
+VLA_VLS = [128, 384, 512, 2048]
+VLS_BUILDS = [128, 512, 2048]
+REDUCE_SIZE = 65544  # a multiple of 8 bytes that no VL divides: exercises the predicated tail
+
+
+def cells(table) -> list[tuple[str, str, int, tuple]]:
+    """(kernel, variant, size, params) for every kernel, several layouts and every op x dtype."""
+    out = []
+    for row in table.rows:
+        fam = table.families[row.family]
+        base = tuple(row.params.items())
+        if row.family == "copy":
+            out += [(row.kernel, row.variant, n, base) for n in (100003, 65536)]
+        elif row.family == "vector":
+            for dtype in fam.dtypes:
+                for bl, stride in ((1, 2), (3, 5), (40, 64)):
+                    size = bl * {"float": 4, "double": 8}[dtype] * 1000
+                    out.append((row.kernel, row.variant, size,
+                                base + (("dtype", dtype), ("blocklen", bl), ("stride", stride))))
+        elif row.family == "reduce":
+            for op, spec in fam.ops.items():
+                for dtype in spec.dtypes:
+                    nan = 1 if spec.nan == "reference" else 0
+                    out.append((row.kernel, row.variant, REDUCE_SIZE,
+                                base + (("op", op), ("dtype", dtype), ("nan", nan))))
+    return out
+
+
+@pytest.fixture(scope="module")
+def checksums(binaries, all_sweep) -> dict:
+    """Run every cell at every VLA VL and on every VLS build at its own VL; collect checksums."""
+    sums: dict = defaultdict(dict)
+    failures = []
+    for kernel, variant, size, params in cells(all_sweep.table):
+        runs = [("vla", vl) for vl in VLA_VLS] + [(f"vls{vl}", vl) for vl in VLS_BUILDS]
+        for build_name, vl in runs:
+            proc = run_plain(binaries(kernel, variant, build_name), vl, size, params)
+            if proc.returncode != 0 or not proc.stdout.startswith("ok "):
+                failures.append(f"{kernel}-{variant} {build_name} vl={vl} {params}: {proc.stderr.strip()[-300:]}")
+                continue
+            fields = dict(kv.split("=", 1) for kv in proc.stdout.split()[1:])
+            assert int(fields["vl"]) == vl
+            sums[(kernel, size, params)][(variant, build_name, vl)] = fields["checksum"]
+    assert not failures, "\n".join(failures[:20])
+    return sums
+
+
+def test_every_kernel_passes_its_self_check(checksums) -> None:
+    assert checksums  # the fixture asserts every run exited 0 with its ok line
+
+
+def test_output_identical_across_vls_builds_and_variants(checksums) -> None:
+    for cell, by_run in checksums.items():
+        assert len(set(by_run.values())) == 1, f"{cell}: {by_run}"
+
+
+def test_vls_binary_refuses_other_vl(binaries) -> None:
+    proc = run_plain(binaries("copy", "acle_4v", "vls512"), 256, 4096)
+    assert proc.returncode == 3
+    assert "512" in proc.stderr and "256" in proc.stderr
+
+
+def test_vl_mismatch_is_detected(binaries) -> None:
+    """Ask for 1024 bits but give QEMU 256: the kernel reads rdvl and refuses."""
+    b = binaries("copy", "acle_4v")
+    proc = run(["env", "-i", "qemu-aarch64", "-cpu", "max,sve-default-vector-length=32",
+                f"./{b.name}", "1024", f"{4096:012d}"], cwd=b.parent)
+    assert proc.returncode == 3
+    assert "VL mismatch" in proc.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["0512"], "usage"),
+    (["0512", "-00000000001"], "size"),
+    (["0512", "000000004096", "bogus=1"], "bogus"),
+])
+def test_bad_arguments_exit_2(binaries, args, needle) -> None:
+    b = binaries("copy", "acle_4v")
+    proc = run(["env", "-i", "qemu-aarch64", "-cpu", "max,sve-default-vector-length=64", f"./{b.name}", *args],
+               cwd=b.parent)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr.lower()
+
+
+def _alloc_bytes(path: Path) -> dict[str, bytes]:
+    """Every allocated section's bytes, with the two marker routines blanked out (the
+    build-id note, a hash over the file, is left out)."""
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        symtab = elf.get_section_by_name(".symtab")
+        marks = {s.name: (s["st_value"], s["st_size"]) for s in symtab.iter_symbols()
+                 if s.name in ("roi_begin", "roi_end")}
+        assert set(marks) == {"roi_begin", "roi_end"}
+        out = {}
+        for sec in elf.iter_sections():
+            # The build-id is a hash of the whole file, markers included: not code.
+            if not sec["sh_flags"] & SH_FLAGS.SHF_ALLOC or sec["sh_type"] == "SHT_NOBITS" or sec.name == ".note.gnu.build-id":
+                continue
+            data = bytearray(sec.data())
+            for addr, size in marks.values():
+                lo = addr - sec["sh_addr"]
+                if 0 <= lo < len(data):
+                    assert size > 0
+                    data[lo:lo + size] = b"\0" * size
+            out[sec.name] = bytes(data)
+        return out
+
+
+def test_kernel_code_identical_across_marker_objects(binaries, all_sweep) -> None:
+    for row in all_sweep.table.rows:
+        for build_name in ("vla", "vls512"):
+            images = {be: _alloc_bytes(binaries(row.kernel, row.variant, build_name, be)) for be in ("qemu", "armie", "gem5")}
+            assert images["qemu"] == images["armie"] == images["gem5"], f"{row.name} {build_name}"
+
+
+def _disassembly(obj: Path) -> str:
+    proc = run([OBJDUMP, "-dr", "--no-show-raw-insn", str(obj)])
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _mnemonics(text: str) -> set[str]:
+    return {m.group(1) for m in re.finditer(r"^\s+[0-9a-f]+:\s+(\S+)", text, re.M)}
+
+
+def test_declared_codegen(binaries, all_sweep) -> None:
+    """The kernel table's `expect: has/lacks` facts hold for the kernel objects."""
+    checked = 0
+    for row in all_sweep.table.rows:
+        exp = row.expect
+        if not exp.get("has") and not exp.get("lacks"):
+            continue
+        text = _disassembly(all_sweep.build_dir / "gcc" / "vla" / "obj" / f"{row.name}.o")
+        for m in exp.get("has", []):
+            assert m in _mnemonics(text), f"{row.name}: no {m} in\n{text}"
+        for t in exp.get("lacks", []):
+            assert t not in text, f"{row.name}: has {t!r}"
+        checked += 1
+    assert checked >= 4
+
+
+def test_block_baseline_has_no_gather_or_scatter(binaries, all_sweep) -> None:
+    for kernel in ("pack", "unpack"):
+        text = _disassembly(all_sweep.build_dir / "gcc" / "vla" / "obj" / f"{kernel}-blocks_call.o")
+        assert not re.search(r"\[x\d+, z\d+", text), text
+        assert "bl\t" in text  # a real call per block
+
+
+def test_inlined_block_loop_is_vectorized_into_gathers(binaries, all_sweep) -> None:
+    pack = _disassembly(all_sweep.build_dir / "gcc" / "vla" / "obj" / "pack-blocks_autovec.o")
+    unpack = _disassembly(all_sweep.build_dir / "gcc" / "vla" / "obj" / "unpack-blocks_autovec.o")
+    assert re.search(r"ld1[wd]\s+\{z\d+\.[sd]\}, p\d+/z, \[x\d+, z\d+", pack), pack
+    assert re.search(r"st1[wd]\s+\{z\d+\.[sd]\}, p\d+, \[x\d+, z\d+", unpack), unpack

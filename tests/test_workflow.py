@@ -1,0 +1,85 @@
+"""The whole workflow on the tiny configuration (two kernels, two VLs), and the table writer."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import table
+from conftest import PY, REPO, snakemake
+
+TINY = REPO / "configs" / "tiny.yaml"
+
+
+@pytest.fixture(scope="module")
+def tiny(work: Path) -> Path:
+    results = work / "tiny-results"
+    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(TINY), "--cores", "2",
+                           "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "steps (100%) done" in proc.stdout + proc.stderr
+    return results
+
+
+def test_tiny_sweep_produces_table_figures_summary(tiny: Path) -> None:
+    for name in ("counts.csv", "provenance.csv", "summary.md", "figures/tiny_copy.png", "figures/tiny_copy_ratio.png"):
+        assert (tiny / name).stat().st_size > 0, name
+    counts = table.read_counts(tiny / "counts.csv")
+    assert list(counts.columns) == table.COLUMNS
+    assert not counts.duplicated(table.KEY).any()
+    net = counts[counts["metric"] == "roi_net.total"]
+    cells = set(zip(net["variant"], net["build"], net["vl"]))
+    assert {("c_vec", "vla", 128), ("c_vec", "vla", 512), ("c_vec", "vls", 512),
+            ("acle_4v", "vla", 128), ("blocks_call", "vla", 512), ("acle", "vls", 512)} <= cells
+    assert (net["value"] > 0).all()
+    assert not counts[(counts["metric"] == "roi_net.nonlinear")]["value"].any()
+    summary = (tiny / "summary.md").read_text()
+    assert "| copy_ratio |" in summary and "| pack_flat |" in summary
+
+
+def test_net_is_measured_minus_baseline(tiny: Path) -> None:
+    counts = table.read_counts(tiny / "counts.csv")
+    c = counts[(counts["variant"] == "acle_4v") & (counts["vl"] == 128) & (counts["build"] == "vla")]
+    value = dict(zip(zip(c["metric"], c["size"]), c["value"]))
+    for metric in ("total", "sve", "class.sve_contig_load"):
+        assert value[(f"roi_net.{metric}", 65536)] == value[(f"roi.{metric}", 65536)] - value[(f"roi.{metric}", 0)]
+        assert value[(f"whole_net.{metric}", 65536)] == value[(f"whole.{metric}", 65536)] - value[(f"whole.{metric}", 0)]
+
+
+def test_provenance_per_run(tiny: Path) -> None:
+    prov = pd.read_csv(tiny / "provenance.csv", keep_default_na=False)
+    assert (prov["vl"] == prov["vl_seen"]).all()
+    assert prov["binary_sha256"].str.fullmatch(r"[0-9a-f]{64}").all()
+    assert prov["backend_version"].str.contains("7.2", regex=False).all()
+    assert prov["compiler_version"].str.contains("aarch64-linux-gnu-gcc").all()
+    assert prov["build_commands"].str.contains("-march=armv8-a+sve", regex=False).all()
+    vls = prov[prov["build"] == "vls"]
+    assert vls["build_commands"].str.contains("-msve-vector-bits=512", regex=False).all()
+
+
+def test_rerun_does_nothing(tiny: Path, work: Path) -> None:
+    proc = snakemake(TINY, work / "build", tiny, extra=["--dry-run"])
+    assert proc.returncode == 0, proc.stderr
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_readme_data_dictionary_matches_writer() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("### Data dictionary: `counts.csv`")[1].split("Primary key")[0]
+    documented = re.findall(r"^\| (\w+) \|", section, re.M)
+    assert documented[1:] == table.COLUMNS  # the first row is the table header
+
+
+def test_writer_refuses_duplicate_keys_and_keeps_old_table(tmp_path: Path) -> None:
+    row = dict(kernel="copy", variant="c_vec", op="-", dtype="uint8", layout="contiguous", build="vla",
+               cpu_model="max", backend="qemu", compiler="gcc", vl=128, size=0, metric="roi.total", value=1)
+    out = tmp_path / "counts.csv"
+    out.write_text("old\n")
+    with pytest.raises(table.TableError, match="share a primary key"):
+        table.write_counts(pd.DataFrame([row, {**row, "value": 2}]), out)
+    assert out.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["counts.csv"]
