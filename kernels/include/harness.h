@@ -1,0 +1,85 @@
+/* The small API every kernel program links against (harness.o): it turns the command-line
+ * contract of docs/contracts.md section 1 (arguments, VL check, exit codes, the one stdout
+ * line) into a few calls, so a driver only allocates, fills, runs its kernel between
+ * roi_begin()/roi_end() and verifies. Usable by anyone bringing their own kernel. */
+#ifndef HARNESS_H
+#define HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exit codes of the contract. */
+enum { HARNESS_EXIT_OK = 0, HARNESS_EXIT_FAIL = 1, HARNESS_EXIT_USAGE = 2, HARNESS_EXIT_VL = 3 };
+
+/* A scalar reference the compiler must not vectorize, and a routine that must stay a real,
+ * non-inlined, non-cloned call. GCC applies both per function; clang has no per-function
+ * "no vectorize", so put HARNESS_NOVEC_LOOP right before each loop of a reference too. */
+#if defined(__clang__)
+#define HARNESS_SCALAR __attribute__((noinline))
+#define HARNESS_NOVEC_LOOP _Pragma("clang loop vectorize(disable) interleave(disable)")
+#define HARNESS_NOIPA __attribute__((noinline))
+#elif defined(__GNUC__)
+#define HARNESS_SCALAR __attribute__((noinline, optimize("no-tree-vectorize")))
+#define HARNESS_NOVEC_LOOP
+#define HARNESS_NOIPA __attribute__((noipa))
+#else
+#define HARNESS_SCALAR
+#define HARNESS_NOVEC_LOOP
+#define HARNESS_NOIPA
+#endif
+
+#if defined(__GNUC__)
+#define HARNESS_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define HARNESS_NORETURN __attribute__((noreturn))
+#else
+#define HARNESS_PRINTF(f, a)
+#define HARNESS_NORETURN
+#endif
+
+/* The VL (bits) this translation unit was built for with -msve-vector-bits, 0 for VLA. */
+#ifdef __ARM_FEATURE_SVE_BITS
+#define HARNESS_BUILT_SVE_BITS __ARM_FEATURE_SVE_BITS
+#else
+#define HARNESS_BUILT_SVE_BITS 0
+#endif
+
+/* Parse `<vl_bits> <size> [key=value ...]` and check the VL. `keys` is the NULL-terminated
+ * list of parameters the family takes; every one is required, any other key is an error.
+ * Usage errors exit 2; a VL other than the one asked for (or, for a VLS build, other than
+ * the one built for) exits 3. A macro, so the VLS check sees the caller's build flags. */
+#define harness_init(argc, argv, keys) \
+    harness_init_vls((argc), (argv), (keys), HARNESS_BUILT_SVE_BITS)
+void harness_init_vls(int argc, char **argv, const char *const *keys, unsigned built_bits);
+
+unsigned harness_vl_bits(void);   /* VL seen at run time (rdvl), bits */
+size_t harness_size(void);        /* the <size> argument, bytes */
+
+/* Parameter accessors; a key not declared to harness_init is a programming error (exit 2). */
+const char *harness_param(const char *key);
+size_t harness_param_size(const char *key);  /* non-negative decimal integer, else exit 2 */
+/* Index of the value in the NULL-terminated `choices`, else exit 2 listing them. */
+int harness_param_choice(const char *key, const char *const *choices);
+
+/* stderr message, then exit. harness_fail prefixes "FAIL: " (contract step 5). */
+HARNESS_NORETURN HARNESS_PRINTF(1, 2) void harness_fail(const char *fmt, ...);
+HARNESS_NORETURN HARNESS_PRINTF(1, 2) void harness_usage_error(const char *fmt, ...);
+
+/* Zeroed memory aligned to `align` (a power of two >= sizeof(void *), e.g. 64 or
+ * HARNESS_PAGE); never NULL, at least `align` bytes even when bytes == 0. */
+#define HARNESS_PAGE 4096u
+void *harness_alloc(size_t bytes, size_t align);
+
+/* Deterministic data: splitmix64 stream, and a byte fill from it. */
+uint64_t harness_rand(uint64_t *state);
+void harness_fill_bytes(void *p, size_t bytes, uint64_t seed);
+
+uint64_t harness_fnv1a(const void *p, size_t bytes);
+
+/* Print `ok vl=<bits> size=<size> checksum=<16 hex>` on stdout and exit 0. */
+HARNESS_NORETURN void harness_ok(uint64_t checksum);
+
+/* Region-of-interest markers, out of line in roi_<backend>.o. */
+void roi_begin(void);
+void roi_end(void);
+
+#endif

@@ -1,0 +1,108 @@
+/* MPI_Type_vector pack/unpack driver (paper Fig. 4/9): builds the strided and packed
+ * buffers, runs whichever vector_kernel it is linked with between the ROI markers, and
+ * checks every block and, for unpack, that every gap between blocks is left untouched. */
+#include <string.h>
+
+#include "harness.h"
+#include "vector.h"
+
+/* Scalar reference: the same block copy, byte by byte. */
+static HARNESS_SCALAR void reference(unsigned char *packed, unsigned char *unpacked,
+                                     size_t count, size_t blen, size_t sbytes, int pack)
+{
+    HARNESS_NOVEC_LOOP
+    for (size_t k = 0; k < count; k++) {
+        HARNESS_NOVEC_LOOP
+        for (size_t b = 0; b < blen; b++) {
+            if (pack)
+                packed[k * blen + b] = unpacked[k * sbytes + b];
+            else
+                unpacked[k * sbytes + b] = packed[k * blen + b];
+        }
+    }
+}
+
+static HARNESS_SCALAR size_t first_mismatch(const unsigned char *a, const unsigned char *b,
+                                            size_t n)
+{
+    HARNESS_NOVEC_LOOP
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return i;
+    return n;
+}
+
+static unsigned long long element(const unsigned char *p, size_t i, size_t esize)
+{
+    unsigned long long v = 0;
+    memcpy(&v, p + i * esize, esize);   /* little-endian: low bytes */
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const keys[] = {"dir", "dtype", "blocklen", "stride", NULL};
+    static const char *const dirs[] = {"pack", "unpack", NULL};
+    static const char *const dtypes[] = {"float", "double", NULL};
+    harness_init(argc, argv, keys);
+
+    int pack = harness_param_choice("dir", dirs) == 0;
+    size_t esize = harness_param_choice("dtype", dtypes) == 0 ? sizeof(float) : sizeof(double);
+    size_t blocklen = harness_param_size("blocklen");
+    size_t stride = harness_param_size("stride");
+    size_t size = harness_size();
+    if (strcmp(vector_kernel_dir, dirs[!pack]) != 0)
+        harness_usage_error("dir=%s but this binary's kernel is %s", dirs[!pack],
+                            vector_kernel_dir);
+    if (blocklen < 1 || stride < blocklen)
+        harness_usage_error("need 1 <= blocklen <= stride, got blocklen=%zu stride=%zu",
+                            blocklen, stride);
+    size_t blen = blocklen * esize;
+    if (blen / esize != blocklen || size % blen != 0)
+        harness_usage_error("size %zu is not a multiple of blocklen*sizeof(dtype) = %zu", size,
+                            blen);
+    size_t count = size / blen;
+    size_t sbytes = stride * esize;
+    if (sbytes / esize != stride || (count && sbytes > (size_t)-1 / count))
+        harness_usage_error("unpacked extent count*stride*esize overflows");
+    size_t extent = count * sbytes;
+
+    unsigned char *packed = harness_alloc(size, 64);
+    unsigned char *unpacked = harness_alloc(extent, 64);
+    unsigned char *expect = harness_alloc(pack ? size : extent, 64);
+    unsigned char *out = pack ? packed : unpacked;
+    size_t out_bytes = pack ? size : extent;
+
+    /* Input filled, reference computed, output poisoned so every byte must be written:
+     * pack: the whole packed buffer is the complement of the expected one;
+     * unpack: block bytes complemented, gap bytes keep a sentinel the kernel must not touch. */
+    if (pack) {
+        harness_fill_bytes(unpacked, extent, 0x7061636bu);
+        reference(expect, unpacked, count, blen, sbytes, 1);
+        for (size_t i = 0; i < size; i++)
+            packed[i] = (unsigned char)~expect[i];
+    } else {
+        harness_fill_bytes(packed, size, 0x756e7061u);
+        for (size_t i = 0; i < extent; i++)
+            expect[i] = (unsigned char)(0xa5u ^ (i * 0x3bu));
+        memcpy(unpacked, expect, extent);
+        reference(packed, expect, count, blen, sbytes, 0);
+        for (size_t k = 0; k < count; k++)
+            for (size_t b = 0; b < blen; b++)
+                unpacked[k * sbytes + b] = (unsigned char)~expect[k * sbytes + b];
+    }
+
+    roi_begin();
+    vector_kernel(packed, unpacked, count, blocklen, stride, esize);
+    roi_end();
+
+    size_t i = first_mismatch(out, expect, out_bytes);
+    if (i < out_bytes) {
+        size_t e = i / esize;
+        const char *what = pack ? "packed" : (i % sbytes < blen ? "unpacked block" : "unpacked gap");
+        harness_fail("%s element at index %zu: got 0x%0*llx expected 0x%0*llx", what, e,
+                     (int)(2 * esize), element(out, e, esize), (int)(2 * esize),
+                     element(expect, e, esize));
+    }
+    harness_ok(harness_fnv1a(out, out_bytes));
+}
