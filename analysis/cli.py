@@ -88,7 +88,7 @@ def cmd_count(ns: argparse.Namespace) -> int:
     binary = build.binary_path(bd, ns.compiler, ns.build, "qemu", job.binary.name)
     targets = [str(binary)] + [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
     over = {"build_dir": str(bd), "results_dir": str(sweep.results_dir)}
-    proc = subprocess.run(snakemake_cmd(ns.config, over, 2, ["--quiet", "all", *targets]), capture_output=True, text=True)
+    proc = subprocess.run(snakemake_cmd(ns.config, over, 2, [*targets, "--quiet", "all"]), capture_output=True, text=True)
     if proc.returncode != 0:
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
         return 1

@@ -32,6 +32,7 @@ class Series:
     dtype: str
     label: str
     role: str
+    size: int
     vla: pd.Series  # VL -> count
     vls: pd.Series
 
@@ -67,7 +68,7 @@ def select(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, sel: d
             if op != config.NO_OP and "op" not in sel:
                 label += f" [{op} {dtype}]"
             out.append(Series(
-                kernel, v, op, dtype, label, row.role,
+                kernel, v, op, dtype, label, row.role, size,
                 g[g["build"] == "vla"].set_index("vl")["value"].sort_index(),
                 g[g["build"] == "vls"].set_index("vl")["value"].sort_index(),
             ))
@@ -120,15 +121,22 @@ def plot_ratio(fig_cfg: dict[str, Any], base: Series, series: list[Series], out:
 
 def per_vector(s: Series, sweep: config.Sweep, vl: int) -> float:
     """Instructions per VL-sized chunk of the measured data: the loop cost the ratio comes from."""
-    size = sweep.sizes[sweep.table.row(s.kernel, s.variant).family][0]
-    return float(s.vla[vl]) / (size / (vl // 8))
+    return float(s.vla[vl]) / (s.size / (vl // 8))
 
 
-def top_ops(counts: pd.DataFrame, s: Series, vl: int, size: int, n: int = 6) -> str:
+def top_ops(counts: pd.DataFrame, s: Series, vl: int, n: int = 6) -> str:
     d = counts[(counts["kernel"] == s.kernel) & (counts["variant"] == s.variant) & (counts["op"] == s.op)
-               & (counts["dtype"] == s.dtype) & (counts["vl"] == vl) & (counts["size"] == size)
+               & (counts["dtype"] == s.dtype) & (counts["vl"] == vl) & (counts["size"] == s.size)
                & (counts["build"] == "vla") & counts["metric"].str.startswith("roi_net.op.")]
     d = d.sort_values("value", ascending=False).head(n)
+    return ", ".join(f"{m.split('.', 2)[2]} {v}" for m, v in zip(d["metric"], d["value"]))
+
+
+def top_funcs(counts: pd.DataFrame, s: Series, vl: int, n: int = 3) -> str:
+    d = counts[(counts["kernel"] == s.kernel) & (counts["variant"] == s.variant) & (counts["op"] == s.op)
+               & (counts["dtype"] == s.dtype) & (counts["vl"] == vl) & (counts["build"] == "vla")
+               & (counts["size"] == s.size) & counts["metric"].str.startswith("roi_net.func.")]
+    d = d[d["value"] != 0].sort_values("value", ascending=False).head(n)
     return ", ".join(f"{m.split('.', 2)[2]} {v}" for m, v in zip(d["metric"], d["value"]))
 
 
@@ -158,8 +166,7 @@ def evaluate(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, sw
             f"{num.variant}: {per_vector(num, sweep, lo):.3g} insns per vector of data at VL {lo}, "
             f"{per_vector(num, sweep, hi):.3g} at VL {hi}; {den.variant}: {per_vector(den, sweep, lo):.3g} / "
             f"{per_vector(den, sweep, hi):.3g}. Hot opcodes at VL {lo}: {num.variant}: "
-            f"{top_ops(counts, num, lo, sweep.sizes[sweep.table.row(num.kernel, num.variant).family][0])}; "
-            f"{den.variant}: {top_ops(counts, den, lo, sweep.sizes[sweep.table.row(den.kernel, den.variant).family][0])}"
+            f"{top_ops(counts, num, lo)}; {den.variant}: {top_ops(counts, den, lo)}"
         )
     else:
         s = one("series")
@@ -178,7 +185,9 @@ def evaluate(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, sw
             ok = spread <= tol
             paper, ours = "count x VL constant", f"max/min - 1 = {spread:.3%}"
         lo, hi = min(v.index), max(v.index)
-        reason = f"{s.variant}: {per_vector(s, sweep, lo):.3g} insns per vector of data at VL {lo}, {per_vector(s, sweep, hi):.3g} at VL {hi}"
+        reason = (f"{s.variant}: {per_vector(s, sweep, lo):.3g} insns per vector of data at VL {lo}, "
+                  f"{per_vector(s, sweep, hi):.3g} at VL {hi}; functions in the ROI at VL {lo}: "
+                  f"{top_funcs(counts, s, lo)}; at VL {hi}: {top_funcs(counts, s, hi)}")
     return {"id": check["id"], "figure": check["figure"], "claim": check["claim"], "paper": paper,
             "ours": ours, "result": "pass" if ok else "FAIL", "reason": reason, "note": check.get("note", "")}
 

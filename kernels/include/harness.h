@@ -69,10 +69,13 @@ HARNESS_NORETURN HARNESS_PRINTF(1, 2) void harness_usage_error(const char *fmt, 
 #define HARNESS_PAGE 4096u
 void *harness_alloc(size_t bytes, size_t align);
 
-/* Deterministic data: splitmix64 stream, and a byte fill from it. */
+/* Deterministic data: splitmix64 stream, its stateless form (hash of an index, which
+ * vectorizes), and a byte fill from the latter. */
 uint64_t harness_rand(uint64_t *state);
+uint64_t harness_hash(uint64_t i);
 void harness_fill_bytes(void *p, size_t bytes, uint64_t seed);
 
+/* FNV-1a 64 over little-endian 64-bit words, then the trailing bytes. */
 uint64_t harness_fnv1a(const void *p, size_t bytes);
 
 /* Print `ok vl=<bits> size=<size> checksum=<16 hex>` on stdout and exit 0. */
