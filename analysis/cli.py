@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from analysis import config, toolchain
-from analysis.backends.qemu import RunError
+from analysis.backends import RunError
 
 REPO = config.REPO
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from analysis import build, config, toolchain
-from analysis.backends import qemu
+from analysis.backends import RunError, armie, count_job, qemu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,15 +38,14 @@ def main(argv: list[str] | None = None) -> int:
             "versions": toolchain.preflight([ns.compiler], [ns.backend]),
         }
         if ns.backend == "qemu":
-            qemu.count_job(job, binary, build.plugin_path(sweep.build_dir, "inscount").parent, config.Path(ns.out), meta)
+            plugins = build.plugin_path(sweep.build_dir, "inscount").parent
+            count_job(job, lambda run: qemu.run_once(binary, ns.cpu, run, plugins), binary, Path(ns.out), meta)
         else:
-            from analysis.backends import armie
-
-            armie.count_job(job, binary, config.Path(ns.out), meta)
+            count_job(job, lambda run: armie.run_once(binary, ns.cpu, run), binary, Path(ns.out), meta)
     except StopIteration:
         print(f"error: the sweep has no job {ns.backend}/{ns.compiler}/{ns.build}/{ns.cpu}/{ns.kernel}-{ns.variant}", file=sys.stderr)
         return 2
-    except (config.ConfigError, toolchain.ToolchainError, qemu.RunError) as e:
+    except (config.ConfigError, toolchain.ToolchainError, RunError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

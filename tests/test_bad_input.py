@@ -105,3 +105,23 @@ def test_bad_input_touches_no_results(tmp_path: Path) -> None:
     assert sentinel.stat().st_mtime_ns == before
     assert sorted(p.name for p in results.iterdir()) == ["counts.csv"]
     assert not (tmp_path / "build").exists()
+
+
+def test_vls_binary_at_another_vl_is_refused_before_running(tmp_path: Path) -> None:
+    proc = subprocess.run([PY, "-m", "analysis.cli", "count", "copy", "acle_4v", "--vl", "384", "--build", "vls512",
+                           "--set", f"build_dir={tmp_path / 'build'}", "--set", f"results_dir={tmp_path / 'results'}"],
+                          cwd=REPO, capture_output=True, text=True)
+    one_line_error(proc, "vls512 is built for 512 bits and cannot run at 384 bits")
+    assert not (tmp_path / "build").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--vl", "1000"], "VL 1000"),
+    (["--vl", "512", "--size", "-4"], "--size -4"),
+    (["--vl", "1024", "--cpu", "a64fx"], "a64fx model does not support VL 1024"),
+    (["--vl", "512", "--build", "vls384"], "--build vls384"),
+])
+def test_single_cell_bad_input(tmp_path: Path, args: list[str], needle: str) -> None:
+    proc = subprocess.run([PY, "-m", "analysis.cli", "count", "copy", "acle_4v", *args,
+                           "--set", f"build_dir={tmp_path / 'build'}"], cwd=REPO, capture_output=True, text=True)
+    one_line_error(proc, needle)

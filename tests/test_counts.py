@@ -126,3 +126,45 @@ def test_same_cell_twice_and_in_another_environment(binaries, plugin_dir, monkey
     third = run_cell(b, plugin_dir, 384, 65536)
     for part in ("inscount", "opcodes", "memory"):
         assert first[part] == second[part] == third[part], part
+
+
+def test_cpu_model_a64fx_picks_glibc_a64fx_memcpy(binaries, plugin_dir) -> None:
+    """The CPU model is a dimension: under -cpu a64fx glibc's ifunc picks __memcpy_a64fx."""
+    b = binaries("copy", "glibc_memcpy")
+    funcs = {cpu: run_cell(b, plugin_dir, 256, 65536, cpu=cpu)["inscount"]["roi_functions"] for cpu in ("max", "a64fx")}
+    assert funcs["max"][0]["symbol"] == "__memcpy_sve"
+    assert funcs["a64fx"][0]["symbol"] == "__memcpy_a64fx"
+
+
+def test_armie_backend_plumbing_with_a_fake_armie(binaries, monkeypatch, tmp_path) -> None:
+    """SYNTHETIC: a stand-in `armie` script (QEMU underneath, ArmIE's output formats on top)
+    drives analysis.backends.armie.run_once into the same record shape the table reads.
+    It checks our plumbing only; real ArmIE is untested (it runs only on AArch64)."""
+    from analysis import parse
+    from analysis.backends import armie
+    from analysis.config import Run
+
+    fake = tmp_path / "armie"
+    fake.write_text("""#!/usr/bin/env python3
+# SYNTHETIC stand-in for ArmIE: runs the program under QEMU, prints ArmIE-format output.
+import subprocess, sys
+args = sys.argv[1:]
+vl = int(args[0].split("=")[1]); client = args[2]; prog = args[args.index("--") + 1:]
+roi = "-noROI" not in args
+p = subprocess.run(["qemu-aarch64", "-cpu", f"max,sve-default-vector-length={vl // 8}", *prog], capture_output=True, text=True)
+sys.stdout.write(p.stdout)
+if "inscount" in client:
+    print(f"{1000 if roi else 50000} instructions executed of which {100 if roi else 200} were emulated instructions", file=sys.stderr)
+else:
+    open("undecoded.txt", "w").write("# SYNTHETIC\\n      100 : 0xa400a000\\n")
+sys.exit(p.returncode)
+""")
+    fake.chmod(0o755)
+    monkeypatch.setattr(armie, "armie_available", lambda: str(fake))
+    # The qemu-linked binary: ArmIE's marker words would SIGILL under the QEMU underneath.
+    rec = armie.run_once(binaries("copy", "acle_4v"), "max", Run(512, 4096, "-", "uint8", ()))
+    assert rec["vl_seen"] == 512 and rec["inscount"]["roi"]["total"] == 1000
+    doc = {"meta": {"kernel": "copy", "variant": "acle_4v", "layout": "contiguous", "build": "vla",
+                    "cpu_model": "max", "backend": "armie", "compiler": "gcc"}, "runs": [rec]}
+    rows = {r["metric"]: r["value"] for r in parse.job_rows(doc, parse.decode_mnemonics([doc]))}
+    assert rows == {"whole.total": 50000, "whole.sve": 200, "roi.total": 1000, "roi.sve": 100, "roi.op.ld1b": 100}

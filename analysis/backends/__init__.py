@@ -1,0 +1,43 @@
+"""Count backends: each provides `run_once(binary, cpu_model, run) -> record`; `count_job`
+runs every cell of a job through one and writes the job's raw JSON atomically."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from analysis.config import Job, Run
+
+
+class RunError(Exception):
+    """A kernel run failed or produced no usable ROI: one line naming the cell."""
+
+
+def cell_name(binary: Path, cpu_model: str, run: Run) -> str:
+    return f"{binary.name} cpu={cpu_model} vl={run.vl} size={run.size}" + (f" {run.op}/{run.dtype}" if run.op != "-" else "")
+
+
+def parse_ok_line(stdout: str, cell: str) -> dict[str, str]:
+    """The kernel's `ok vl=... size=... checksum=...` line as a dict (docs/contracts.md 1)."""
+    line = next((ln for ln in stdout.splitlines() if ln.startswith("ok ")), "")
+    fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+    if "vl" not in fields or "checksum" not in fields:
+        raise RunError(f"{cell}: the kernel printed no 'ok vl=... size=... checksum=...' line: {stdout[:200]!r}")
+    return fields
+
+
+def count_job(job: Job, run_once: Callable[[Run], dict[str, Any]], binary: Path, out: Path,
+              meta: dict[str, Any], log: TextIO = sys.stderr) -> None:
+    records = []
+    for i, run in enumerate(job.runs, 1):
+        rec = run_once(run)
+        if rec["vl_seen"] != run.vl:
+            raise RunError(f"{cell_name(binary, job.cpu_model, run)}: ran at VL {rec['vl_seen']} bits, not the {run.vl} asked for")
+        records.append(rec)
+        print(f"[{i}/{len(job.runs)}] {cell_name(binary, job.cpu_model, run)} roi={rec['inscount']['roi']['total']} "
+              f"{rec['seconds']}s", file=log, flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps({"meta": meta, "runs": records}))
+    tmp.replace(out)

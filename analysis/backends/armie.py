@@ -16,9 +16,18 @@ Lines starting with `#` are ignored by every parser, so fixtures can say what th
 """
 from __future__ import annotations
 
+import glob
+import os
 import platform
 import re
 import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from analysis.backends import RunError, cell_name, parse_ok_line
+from analysis.config import Run
 
 __all__ = [
     "build_command",
@@ -26,7 +35,11 @@ __all__ = [
     "parse_inscount",
     "parse_opcodes",
     "parse_opcodes_stdout",
+    "run_once",
 ]
+
+INSCOUNT_CLIENT = "libinscount_emulated.so"
+OPCODES_CLIENT = "libopcodes_emulated.so"
 
 #: SVE vector lengths the architecture allows (ArmIE's accepted set is not documented exactly).
 VALID_VL_BITS = tuple(range(128, 2048 + 1, 128))
@@ -175,3 +188,50 @@ def parse_opcodes_stdout(text: str) -> dict:
             )
         native.append({"opcode": m.group(2), "count": int(m.group(1))})
     raise ValueError("ArmIE opcodes: block has no '<K> unique emulated instructions written to <file>' line")
+
+
+def _armie_run(cmd: list[str], cwd: Path, cell: str) -> tuple[subprocess.CompletedProcess, float]:
+    t0 = time.monotonic()
+    proc = subprocess.run(["env", "-i", f"PATH={os.environ.get('PATH', '')}", *cmd], cwd=cwd,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RunError(f"{cell}: {(proc.stderr.strip().splitlines() or ['exit ' + str(proc.returncode)])[-1]} "
+                       f"(command: {' '.join(cmd)})")
+    return proc, time.monotonic() - t0
+
+
+def run_once(binary: Path, cpu_model: str, run: Run) -> dict[str, Any]:
+    """One cell under ArmIE, in the QEMU record's shape (UNTESTED: ArmIE runs only on AArch64).
+
+    Three runs: inscount inside the markers (the sample client's default), inscount with
+    `-noROI` for the whole program, and the opcodes client, whose encodings file ArmIE
+    writes into the working directory. ArmIE cannot say whether the markers balanced; a ROI
+    count of zero is taken as missing markers and is an error, as with QEMU.
+    """
+    armie = armie_available()
+    if armie is None:
+        raise RunError("armie backend: needs an AArch64 host with armie on PATH")
+    cell = cell_name(binary, cpu_model, run)
+    argv = [f"./{binary.name}", *run.argv()]
+    roi_cmd = build_command(armie, run.vl, INSCOUNT_CLIENT, argv[0], argv[1:])
+    roi, t_roi = _armie_run(roi_cmd, binary.parent, cell)
+    whole_cmd = roi_cmd[:4] + ["-a", "-noROI"] + roi_cmd[4:]
+    whole, _ = _armie_run(whole_cmd, binary.parent, cell)
+    for old in glob.glob(str(binary.parent / "undecoded*")):
+        os.unlink(old)
+    ops_cmd = build_command(armie, run.vl, OPCODES_CLIENT, argv[0], argv[1:])
+    _armie_run(ops_cmd, binary.parent, cell)
+    files = glob.glob(str(binary.parent / "undecoded*"))
+    if len(files) != 1:
+        raise RunError(f"{cell}: expected one undecoded.* file from {OPCODES_CLIENT}, found {len(files)}")
+    fields = parse_ok_line(roi.stdout, cell)
+    roi_counts = parse_inscount(roi.stdout + roi.stderr)
+    if roi_counts["total"] == 0:
+        raise RunError(f"{cell}: ArmIE counted nothing between the markers: missing roi_begin()/roi_end()?")
+    return {
+        "vl": run.vl, "vl_seen": int(fields["vl"]), "size": run.size, "op": run.op, "dtype": run.dtype,
+        "argv": argv, "command": roi_cmd, "checksum": fields["checksum"], "seconds": round(t_roi, 3),
+        "inscount": {"client": "armie-inscount", "markers": {"begin": None, "end": None, "balanced": True},
+                     "whole": parse_inscount(whole.stdout + whole.stderr), "roi": roi_counts},
+        "opcodes": {"client": "armie-opcodes", "roi": parse_opcodes(Path(files[0]).read_text())},
+    }

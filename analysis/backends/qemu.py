@@ -1,7 +1,7 @@
 """Count backend: run kernel binaries under qemu-aarch64 with the counting plugins.
 
-One call of `count_job` runs every (VL, size, op, dtype) of one binary on one CPU model
-and writes one JSON file. Runs are reproducible: an empty environment (`env -i`), the
+`run_once` runs one cell with the three clients and returns its record; the job loop is
+`analysis.backends.count_job`. Runs are reproducible: an empty environment (`env -i`), the
 binary started as `./name` from its own directory, and fixed-width arguments, so that
 whole-program counts do not depend on the caller's shell or paths.
 """
@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from analysis.config import Job, Run
+from analysis.backends import RunError, cell_name, parse_ok_line
+from analysis.config import Run
 from analysis.toolchain import QEMU
 
 CLIENTS = ("inscount", "opcodes", "memory")
-
-
-class RunError(Exception):
-    """A kernel run failed or produced no usable ROI: one line naming the cell."""
 
 
 def qemu_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, out_dir: Path) -> list[str]:
@@ -35,7 +31,7 @@ def qemu_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, out_d
 
 def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path) -> dict[str, Any]:
     """Run one cell and return its record: argv, stdout, VL seen and every client's output."""
-    cell = f"{binary.name} cpu={cpu_model} vl={run.vl} size={run.size}" + (f" {run.op}/{run.dtype}" if run.op != "-" else "")
+    cell = cell_name(binary, cpu_model, run)
     with tempfile.TemporaryDirectory(prefix="sve-count-") as tmp:
         out_dir = Path(tmp)
         cmd = qemu_command(binary, cpu_model, run, plugin_dir, out_dir)
@@ -45,9 +41,7 @@ def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path) -> dict[s
         if proc.returncode != 0:
             msg = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
             raise RunError(f"{cell}: {msg} (exit {proc.returncode}; command: {' '.join(cmd)})")
-        fields = dict(kv.split("=", 1) for kv in proc.stdout.split()[1:] if "=" in kv)
-        if not proc.stdout.startswith("ok ") or "vl" not in fields:
-            raise RunError(f"{cell}: the kernel printed no 'ok vl=... size=... checksum=...' line: {proc.stdout[:200]!r}")
+        fields = parse_ok_line(proc.stdout, cell)
         clients: dict[str, Any] = {}
         for client in CLIENTS:
             path = out_dir / f"{client}.json"
@@ -61,12 +55,9 @@ def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path) -> dict[s
                     "the kernel must call roi_begin() and roi_end() around its work; no count is reported for it"
                 )
             clients[client] = data
-    vl_seen = int(fields["vl"])
-    if vl_seen != run.vl:
-        raise RunError(f"{cell}: ran at VL {vl_seen} bits, not the {run.vl} asked for")
     return {
         "vl": run.vl,
-        "vl_seen": vl_seen,
+        "vl_seen": int(fields["vl"]),
         "size": run.size,
         "op": run.op,
         "dtype": run.dtype,
@@ -76,20 +67,3 @@ def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path) -> dict[s
         "seconds": round(seconds, 3),
         **clients,
     }
-
-
-def count_job(job: Job, binary: Path, plugin_dir: Path, out: Path, meta: dict[str, Any], log=sys.stderr) -> None:
-    records = []
-    for i, run in enumerate(job.runs, 1):
-        rec = run_once(binary, job.cpu_model, run, plugin_dir)
-        records.append(rec)
-        print(
-            f"[{i}/{len(job.runs)}] {binary.name} {job.binary.build} {job.cpu_model} vl={run.vl} size={run.size} "
-            f"{run.op}/{run.dtype} roi={rec['inscount']['roi']['total']} {rec['seconds']}s",
-            file=log, flush=True,
-        )
-    doc = {"meta": meta, "runs": records}
-    tmp = out.with_suffix(".tmp")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(json.dumps(doc))
-    tmp.replace(out)
