@@ -138,7 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("test", help="run the test suite")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     t.set_defaults(func=cmd_test)
-    ns = p.parse_args(argv)
+    # pytest's own options (-q, -k ...) pass through `./harness test` untouched.
+    ns, unknown = p.parse_known_args(argv)
+    if ns.cmd == "test":
+        ns.pytest_args = unknown + ns.pytest_args
+    elif unknown:
+        p.error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(ns, "snakemake_args", None) and ns.snakemake_args[0] == "--":
         ns.snakemake_args = ns.snakemake_args[1:]
     try:
