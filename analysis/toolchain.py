@@ -108,6 +108,10 @@ def preflight(compilers: list[str], backends: list[str]) -> dict[str, str]:
     return versions
 
 
+def installed_compiler_versions() -> dict[str, str]:
+    return {f"compiler.{name}": c.version() for name, c in COMPILERS.items() if shutil.which(c.cc[0])}
+
+
 def write_stamp(path: Path, text: str) -> None:
     """Rewrite a stamp only when its content changes, so its mtime marks real upgrades."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,9 @@ TABLE = SWEEP.table
 JOBS = SWEEP.jobs()
 SWEEP_ARGS = f"--sweep {SWEEP_PATH} " + " ".join(f"--set {k}={v}" for k, v in OVERRIDES.items())
 
-# Tool versions as files: a rule that lists one re-runs when that tool is upgraded.
+# Tool versions as files: a rule that lists one re-runs when that tool is upgraded. Every
+# installed cross compiler gets one, so targets outside the sweep (tests, `count`) build too.
+VERSIONS.update(T.installed_compiler_versions())
 for _name, _text in VERSIONS.items():
     T.write_stamp(SWEEP.build_dir / "stamps" / f"{_name}.txt", _text + "\n")
 
