@@ -84,6 +84,7 @@ rule kernel_object:
 rule roi_object:
     input:
         src="kernels/roi/roi_{backend}.S",
+        inc="kernels/roi/roi_slot.inc",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
     output:
         f"{BUILD}/{{compiler}}/roi/roi_{{backend}}.o",

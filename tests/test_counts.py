@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis import config
 from conftest import REPO, run_cell
 from disasm import branch_target, disasm_functions, expected_class, is_branch, objdump_words
 
@@ -26,6 +27,13 @@ def loop_body(binary: Path, function: str = "copy_kernel") -> tuple[int, int]:
     i_branch, _, ops = back[0]
     i_target = next(i for i, (a, _, _) in enumerate(insns) if a == branch_target(ops))
     return i_branch - i_target + 1, len(insns)
+
+
+def default_params(table: config.KernelTable, row: config.KernelRow) -> tuple:
+    """The arguments a sweep passes to the row's binary (reductions: float MAX)."""
+    fam = table.families[row.family]
+    op, dtype = ("max", "float") if fam.ops else (config.NO_OP, (fam.dtypes or ("uint8",))[0])
+    return config.run_params(table, row, op, dtype)
 
 
 def iterations(n: int, vl: int, loop: dict) -> int:
@@ -72,12 +80,7 @@ def test_class_table_agrees_with_objdump_on_executed_encodings(binaries, plugin_
     """Every distinct encoding executed in any kernel's ROI is classified as objdump's mnemonic says."""
     words: set[int] = set()
     for row in all_sweep.table.rows:
-        fam = all_sweep.table.families[row.family]
-        params = tuple(row.params.items())
-        if fam.ops:
-            params += (("op", "max"), ("dtype", "float"), ("nan", 1))
-        elif fam.dtypes:
-            params += (("dtype", fam.dtypes[0]),) + tuple(fam.params.items())
+        params = default_params(all_sweep.table, row)
         rec = run_cell(binaries(row.kernel, row.variant), plugin_dir, 256, 4096, params)
         words |= {int(e["encoding"], 16) for e in rec["opcodes"]["roi"]}
     tool = _classifier(tmp_path)
@@ -99,12 +102,7 @@ def test_declared_roi_behaviour(binaries, plugin_dir, all_sweep) -> None:
         exp = row.expect
         if "sve_in_roi" not in exp and "lacks_class" not in exp:
             continue
-        fam = all_sweep.table.families[row.family]
-        params = tuple(row.params.items())
-        if fam.ops:
-            params += (("op", "max"), ("dtype", "float"), ("nan", 1))
-        elif fam.dtypes:
-            params += (("dtype", fam.dtypes[0]),) + tuple(fam.params.items())
+        params = default_params(all_sweep.table, row)
         b = binaries(row.kernel, row.variant)
         roi_n, roi_0 = (run_cell(b, plugin_dir, 256, n, params)["inscount"]["roi"] for n in (65536, 0))
         if "sve_in_roi" in exp:
