@@ -83,10 +83,15 @@ def _axes_vl(ax: plt.Axes, vls: list[int]) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
+LINESTYLES = ["-", "--", ":", "-."]
+
+
 def plot_figure(fig_cfg: dict[str, Any], series: list[Series], out: Path, vls: list[int]) -> None:
-    fig, ax = plt.subplots(figsize=(8, 5))
+    # Kernels of one figure (pack, unpack) can coincide exactly: one line style per kernel.
+    style = {k: LINESTYLES[i % len(LINESTYLES)] for i, k in enumerate(dict.fromkeys(s.kernel for s in series))}
+    fig, ax = plt.subplots(figsize=(8, 6))
     for s in series:
-        (line,) = ax.plot(s.vla.index, s.vla.values, marker="o", ms=3, label=s.label,
+        (line,) = ax.plot(s.vla.index, s.vla.values, marker="o", ms=3, label=s.label, ls=style[s.kernel],
                           lw=2.2 if s.role != "extra" else 1.2)
         if len(s.vls):
             ax.plot(s.vls.index, s.vls.values, ls="none", marker="s", mfc="none", color=line.get_color(), ms=7)
@@ -94,7 +99,8 @@ def plot_figure(fig_cfg: dict[str, Any], series: list[Series], out: Path, vls: l
     ax.set_ylabel("instructions in ROI, n minus baseline (roi_net)")
     ax.set_title(fig_cfg["title"], fontsize=10)
     _axes_vl(ax, vls)
-    ax.legend(fontsize=7, title="lines: VLA build; squares: VLS build", title_fontsize=7)
+    ax.legend(fontsize=7, title="lines: VLA build; squares: VLS build", title_fontsize=7,
+              loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -102,7 +108,7 @@ def plot_figure(fig_cfg: dict[str, Any], series: list[Series], out: Path, vls: l
 
 
 def plot_ratio(fig_cfg: dict[str, Any], base: Series, series: list[Series], out: Path, vls: list[int]) -> None:
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(8, 6))
     for s in series:
         if s is base or (s.kernel, s.variant, s.op, s.dtype) == (base.kernel, base.variant, base.op, base.dtype):
             continue
@@ -113,7 +119,7 @@ def plot_ratio(fig_cfg: dict[str, Any], base: Series, series: list[Series], out:
     ax.set_ylabel(f"roi_net ratio: {base.variant} / variant")
     ax.set_title(f"{fig_cfg['title']}: ratio to {base.kernel} {base.variant}", fontsize=10)
     _axes_vl(ax, vls)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
