@@ -4,8 +4,9 @@ writes results/bench.json; it asserts nothing (timing belongs here, not in the t
 1. setup: `setup/install.sh` on an installed machine (the no-op path every command pays);
 2. the default sweep from a clean results and build tree (target < 120 s on 2 cores);
 3. the same sweep again with nothing changed (target < 5 s);
-4. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full;
-5. plugin overhead: a kernel whose plain QEMU run takes >= 2 s, plain vs all three
+4. the regression set (`./harness regress`) from a clean tree (target < 60 s);
+5. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full;
+6. plugin overhead: a kernel whose plain QEMU run takes >= 2 s, plain vs all three
    counting clients, median of 5 (target < 1.3x).
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ REPO = config.REPO
 def config_hash(path: Path) -> str:
     sweep = config.load(path)
     h = hashlib.sha256()
-    for p in [path, REPO / sweep.raw["kernel_table"]]:
+    for p in [path, *sweep.table_paths]:
         h.update(Path(p).read_bytes())
     return h.hexdigest()[:16]
 
@@ -98,6 +99,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"default sweep, clean tree: {report['default']['seconds']} s for {report['default']['runs']} runs (target < 120 s)", flush=True)
         report["rerun_noop_s"] = round(sweep_time(default, work / "default", ns.cores), 2)
         print(f"re-run, nothing changed: {report['rerun_noop_s']} s (target < 5 s)", flush=True)
+        report["regression_set"] = {
+            "config": "configs/regress.yaml",
+            "seconds": round(timed([sys.executable, "-m", "analysis.regress", "regress", "--set",
+                                    f"results_dir={work / 'regress' / 'results'}", "--set",
+                                    f"build_dir={work / 'regress' / 'build'}"], cwd=REPO), 1),
+            "target_s": 60,
+        }
+        print(f"regression set (./harness regress), clean tree: {report['regression_set']['seconds']} s (target < 60 s)", flush=True)
         report["overhead"] = overhead(work / "default", ns.cores)
         o = report["overhead"]
         print(f"plugin overhead: {o['counted_median_s']} s / {o['plain_median_s']} s = {o['ratio']}x (target < 1.3x)", flush=True)

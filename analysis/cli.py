@@ -105,8 +105,23 @@ def cmd_count(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_regress(ns: argparse.Namespace) -> int:
+    from analysis import regress
+
+    args = [ns.cmd, "--config", ns.config, "--cores", str(ns.cores)] + [a for kv in ns.set for a in ("--set", kv)]
+    return regress.main(args)
+
+
 def cmd_test(ns: argparse.Namespace) -> int:
-    return subprocess.call([sys.executable, "-m", "pytest", str(REPO / "tests"), *ns.pytest_args], cwd=REPO)
+    """The test suite, then the regression of the committed golden counts (so a change that
+    moves counts fails until it is re-blessed on purpose)."""
+    rc = subprocess.call([sys.executable, "-m", "pytest", str(REPO / "tests"), *ns.pytest_args], cwd=REPO)
+    if rc != 0 or ns.pytest_args:
+        return rc
+    from analysis import regress
+
+    print("regress: configs/regress.yaml against results/golden/ (re-bless with ./harness bless)", flush=True)
+    return regress.main(["regress", "--config", "configs/regress.yaml"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,6 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--config", default="configs/default.yaml", help="sweep whose kernel table and dirs to use")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     c.set_defaults(func=cmd_count)
+    for action, text in (("bless", "record the regression set's counts as golden files"),
+                         ("regress", "recount the regression set and compare with the golden files")):
+        r = sub.add_parser(action, help=text)
+        r.add_argument("--config", default="configs/regress.yaml")
+        r.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+        r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+        r.set_defaults(func=cmd_regress)
     t = sub.add_parser("test", help="run the test suite")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     t.set_defaults(func=cmd_test)

@@ -26,7 +26,7 @@ def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "compiler_version": versions.get(f"compiler.{meta['compiler']}", ""),
             "backend_version": versions.get(meta["backend"], ""),
             "build_commands": " && ".join(meta["build_commands"]),
-            "run_command": " ".join(run["command"]), "host": versions.get("host", ""),
+            "run_command": run.get("command_line") or " ".join(run["command"]), "host": versions.get("host", ""),
             "seconds": run["seconds"],
         })
     return rows

@@ -135,6 +135,7 @@ class Sweep:
     path: Path
     raw: dict[str, Any]
     table: KernelTable
+    table_paths: list[Path]
     results_dir: Path
     build_dir: Path
     compilers: list[str]
@@ -219,6 +220,13 @@ def _validate(doc: Any, schema_name: str, path: Path) -> None:
         e = errors[0]
         where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
         raise ConfigError(f"{path}: {where}: {e.message} (schema {schema_name})")
+
+
+def base_dir(config_path: Path) -> Path:
+    """What relative paths in a sweep file are relative to: the repository for the shipped
+    configs, the file's own directory for a user's config kept elsewhere."""
+    p = config_path.resolve()
+    return REPO if p.is_relative_to(REPO) else p.parent
 
 
 def _resolve(p: str, base: Path) -> Path:
@@ -339,7 +347,8 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         raise ConfigError(f"{path}: expected a mapping of parameters")
     raw = {**raw, **(overrides or {})}
     _validate(raw, "sweep.schema.yaml", path)
-    tables = [_resolve(raw["kernel_table"], REPO)] + [
+    base = base_dir(path)
+    tables = [_resolve(raw["kernel_table"], base)] + [
         _resolve(p, path.resolve().parent) for p in raw.get("extra_kernel_tables", [])
     ]
     table = load_table(tables)
@@ -382,8 +391,9 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         path=path,
         raw=raw,
         table=table,
-        results_dir=_resolve(raw.get("results_dir", "results"), REPO),
-        build_dir=_resolve(raw.get("build_dir", "build"), REPO),
+        table_paths=tables,
+        results_dir=_resolve(raw.get("results_dir", "results"), base),
+        build_dir=_resolve(raw.get("build_dir", "build"), base),
         compilers=list(raw.get("compilers", ["gcc"])),
         backends=list(raw.get("backends", ["qemu"])),
         cpu_models=cpu_models,

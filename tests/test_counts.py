@@ -113,14 +113,17 @@ def test_declared_roi_behaviour(binaries, plugin_dir, all_sweep) -> None:
             assert roi_n["classes"][cls] == 0, (row.name, cls)
 
 
-def test_same_cell_twice_and_in_another_environment(binaries, plugin_dir, monkeypatch) -> None:
+def test_same_cell_twice_and_in_another_environment(binaries, plugin_dir, monkeypatch, tmp_path) -> None:
     """Whole-program counts are identical across runs and across the caller's environment."""
     b = binaries("copy", "c_vec")
     first = run_cell(b, plugin_dir, 384, 65536)
     second = run_cell(b, plugin_dir, 384, 65536)
     monkeypatch.setenv("SOME_LONG_VARIABLE", "x" * 5000)
     monkeypatch.setenv("PATH", os.environ["PATH"] + ":/nonexistent/dir")
-    monkeypatch.chdir("/")
+    longer = tmp_path / ("a-much-longer-temporary-directory-name" * 3)
+    longer.mkdir()
+    monkeypatch.setenv("TMPDIR", str(longer))
+    monkeypatch.chdir(longer)
     third = run_cell(b, plugin_dir, 384, 65536)
     for part in ("inscount", "opcodes", "memory"):
         assert first[part] == second[part] == third[part], part

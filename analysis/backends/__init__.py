@@ -3,15 +3,36 @@ runs every cell of a job through one and writes the job's raw JSON atomically.""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 from analysis.config import Job, Run
 
 
 class RunError(Exception):
     """A kernel run failed or produced no usable ROI: one line naming the cell."""
+
+
+# QEMU puts the program's absolute path on the guest stack, and glibc's start-up runs a few
+# instructions more or fewer with its length. Every run therefore executes a copy named
+# STAGED_NAME in a fresh directory of one fixed length, whatever the caller's paths or TMPDIR.
+STAGE_ROOT = "/tmp"
+STAGE_PREFIX = "sve-count-"
+STAGED_NAME = "k"
+
+
+@contextmanager
+def staged(binary: Path) -> Iterator[Path]:
+    """A private copy of `binary` at /tmp/sve-count-XXXXXXXX/k; the directory also takes the
+    clients' output files and is removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=STAGE_PREFIX, dir=STAGE_ROOT) as tmp:
+        exe = Path(tmp) / STAGED_NAME
+        shutil.copy2(binary, exe)
+        yield exe
 
 
 def cell_name(binary: Path, cpu_model: str, run: Run) -> str:

@@ -1,20 +1,20 @@
 """Count backend: run kernel binaries under qemu-aarch64 with the counting plugins.
 
 `run_once` runs one cell with the three clients and returns its record; the job loop is
-`analysis.backends.count_job`. Runs are reproducible: an empty environment (`env -i`), the
-binary started as `./name` from its own directory, and fixed-width arguments, so that
-whole-program counts do not depend on the caller's shell or paths.
+`analysis.backends.count_job`. Runs are reproducible: an empty environment (`env -i`), a
+copy of the binary staged at a path of fixed length (`analysis.backends.staged`), and
+fixed-width arguments, so that whole-program counts do not depend on the caller's shell,
+paths or TMPDIR.
 """
 from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from analysis.backends import RunError, cell_name, parse_ok_line
+from analysis.backends import STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, RunError, cell_name, parse_ok_line, staged
 from analysis.config import Run
 from analysis.toolchain import QEMU
 
@@ -29,14 +29,22 @@ def qemu_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, out_d
     return cmd + [f"./{binary.name}", *run.argv()]
 
 
+def replay_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path) -> str:
+    """A shell line that reruns the cell exactly as counted, writing the clients' JSON to ./out."""
+    d = f"{STAGE_ROOT}/{STAGE_PREFIX}XXXXXXXX"
+    qemu = qemu_command(Path("$d") / STAGED_NAME, cpu_model, run, plugin_dir, Path("$d"))
+    return (f'd=$(mktemp -d {d}) && cp {binary.resolve()} "$d/{STAGED_NAME}" && cd "$d" && '
+            + " ".join(qemu) + ' && mkdir -p "$OLDPWD/out" && cp "$d"/*.json "$OLDPWD/out/"')
+
+
 def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path) -> dict[str, Any]:
     """Run one cell and return its record: argv, stdout, VL seen and every client's output."""
     cell = cell_name(binary, cpu_model, run)
-    with tempfile.TemporaryDirectory(prefix="sve-count-") as tmp:
-        out_dir = Path(tmp)
-        cmd = qemu_command(binary, cpu_model, run, plugin_dir, out_dir)
+    with staged(binary) as exe:
+        out_dir = exe.parent
+        cmd = qemu_command(exe, cpu_model, run, plugin_dir, out_dir)
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=binary.parent, capture_output=True, text=True)
+        proc = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True)
         seconds = time.monotonic() - t0
         if proc.returncode != 0:
             msg = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
@@ -61,8 +69,10 @@ def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path) -> dict[s
         "size": run.size,
         "op": run.op,
         "dtype": run.dtype,
-        "argv": [f"./{binary.name}", *run.argv()],
+        "argv": [f"./{STAGED_NAME}", *run.argv()],
         "command": cmd,
+        # Runnable as it is: the same staging (a copy at a path of the same length).
+        "command_line": replay_command(binary, cpu_model, run, plugin_dir),
         "checksum": fields.get("checksum"),
         "seconds": round(seconds, 3),
         **clients,

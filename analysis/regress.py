@@ -1,0 +1,266 @@
+"""Regression of instruction counts: `bless` records golden counts, `regress` recounts and
+compares them.
+
+The regression set is an ordinary sweep file with a `regression:` section (see
+configs/regress.yaml). Golden files live in results/golden/<name>.csv (a subset of the tidy
+table) and <name>.fingerprint.json (what produced them). Values must match exactly unless a
+tolerance rule of the config says otherwise; when the fingerprint differs, the differing
+parts are named and the tolerance set the config assigns to them applies.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import analysis
+from analysis import config, table, toolchain
+
+REPO = config.REPO
+# Sources whose change can move counts without any kernel changing: part of the fingerprint.
+HARNESS_SOURCES = ["armie_clients", "kernels/harness", "kernels/include", "kernels/roi"]
+# When several parts differ, the first in this order names the tolerance set.
+PART_ORDER = ["compiler", "libc", "qemu", "harness", "config"]
+DRIFT_COLUMNS = ["kernel", "variant", "op", "dtype", "build", "cpu_model", "compiler", "vl", "size", "metric",
+                 "golden", "now", "delta", "percent", "status"]
+
+
+class RegressError(Exception):
+    """Golden files missing or unreadable, or the regression set misconfigured: one line."""
+
+
+@dataclass
+class Regression:
+    sweep: config.Sweep
+    name: str
+    golden_dir: Path
+    metrics: list[str]
+    tolerance: list[dict[str, Any]]
+    tolerance_sets: dict[str, list[dict[str, Any]]]
+    on_change: dict[str, str]
+
+    @property
+    def golden_csv(self) -> Path:
+        return self.golden_dir / f"{self.name}.csv"
+
+    @property
+    def golden_fingerprint(self) -> Path:
+        return self.golden_dir / f"{self.name}.fingerprint.json"
+
+    @property
+    def work_dir(self) -> Path:
+        return self.sweep.results_dir
+
+
+def load(path: str | Path, overrides: dict[str, Any] | None = None) -> Regression:
+    sweep = config.load(path, overrides)
+    reg = sweep.raw.get("regression")
+    if not reg:
+        raise RegressError(f"{path}: no 'regression' section: it names the metrics, golden_dir and tolerances")
+    sets = reg.get("tolerance_sets", {})
+    for part, name in reg.get("on_fingerprint_change", {}).items():
+        if name not in sets:
+            raise RegressError(f"{path}: regression/on_fingerprint_change/{part} names unknown tolerance set '{name}'")
+    return Regression(
+        sweep=sweep, name=Path(path).stem,
+        golden_dir=config._resolve(reg.get("golden_dir", "results/golden"), config.base_dir(Path(path))),
+        metrics=list(reg["metrics"]), tolerance=list(reg.get("tolerance", [])),
+        tolerance_sets=sets, on_change=dict(reg.get("on_fingerprint_change", {})),
+    )
+
+
+def _hash_files(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(str(p.relative_to(REPO) if p.is_relative_to(REPO) else p).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def libc_version(compiler: str) -> str:
+    """The static libc the binaries link: its Debian package version and its archive's hash."""
+    comp = toolchain.COMPILERS[compiler]
+    libc_a = subprocess.run([*comp.cc, "-print-file-name=libc.a"], capture_output=True, text=True).stdout.strip()
+    pkg = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "libc6-dev-arm64-cross"],
+                         capture_output=True, text=True)
+    digest = toolchain.sha256(Path(libc_a))[:16] if Path(libc_a).is_file() else "no libc.a"
+    return f"{pkg.stdout.strip() or 'unknown'} libc.a:{digest}"
+
+
+def fingerprint(reg: Regression) -> dict[str, Any]:
+    sweep = reg.sweep
+    versions = toolchain.preflight(sweep.compilers, sweep.backends)
+    flags = sorted({" ".join(r.cflags.get(c, ())) for r in sweep.table.rows for c in sweep.compilers})
+    harness_files = [p for d in HARNESS_SOURCES for p in (REPO / d).rglob("*") if p.is_file()]
+    return {
+        "compiler": {c: {"version": versions[f"compiler.{c}"], "flags": " ".join(toolchain.BASE_CFLAGS),
+                         "row_flags": flags} for c in sweep.compilers},
+        "qemu": versions.get("qemu", ""),
+        "libc": {c: libc_version(c) for c in sweep.compilers},
+        "harness": f"{analysis.__version__} sources:{_hash_files(harness_files)}",
+        "config": _hash_files([sweep.path.resolve(), *sweep.table_paths]),
+    }
+
+
+def differing_parts(golden: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    return [p for p in PART_ORDER if golden.get(p) != now.get(p)]
+
+
+def run_sweep(reg: Regression, cores: int) -> pd.DataFrame:
+    from analysis.cli import snakemake_cmd
+
+    over = {"results_dir": str(reg.sweep.results_dir), "build_dir": str(reg.sweep.build_dir)}
+    proc = subprocess.run(snakemake_cmd(str(reg.sweep.path), over, cores, [str(reg.work_dir / "counts.csv"), "--quiet", "all"]),
+                          cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-15:]
+        raise RegressError("the regression sweep failed:\n" + "\n".join(tail))
+    return select(reg, table.read_counts(reg.work_dir / "counts.csv"))
+
+
+def select(reg: Regression, counts: pd.DataFrame) -> pd.DataFrame:
+    keep = counts["metric"].map(lambda m: any(fnmatch.fnmatchcase(m, pat) for pat in reg.metrics))
+    return counts[keep].reset_index(drop=True)
+
+
+def bless(reg: Regression, cores: int) -> str:
+    counts = run_sweep(reg, cores)
+    reg.golden_dir.mkdir(parents=True, exist_ok=True)
+    table.write_counts(counts, reg.golden_csv)
+    tmp = reg.golden_fingerprint.with_suffix(".tmp")
+    tmp.write_text(json.dumps(fingerprint(reg), indent=2, sort_keys=True) + "\n")
+    tmp.replace(reg.golden_fingerprint)
+    return f"blessed {len(counts)} values into {reg.golden_csv}"
+
+
+def read_golden(reg: Regression) -> tuple[pd.DataFrame, dict[str, Any]]:
+    if not reg.golden_csv.exists():
+        raise RegressError(f"no golden file {reg.golden_csv}: record one with ./harness bless --config {reg.sweep.path}")
+    try:
+        golden = table.read_counts(reg.golden_csv)
+        if list(golden.columns) != table.COLUMNS:
+            raise ValueError(f"columns {list(golden.columns)} are not {table.COLUMNS}")
+        golden["value"] = pd.to_numeric(golden["value"], errors="raise").astype("int64")
+        table.check_unique(golden, table.KEY, str(reg.golden_csv))
+    except (ValueError, pd.errors.ParserError, table.TableError) as e:
+        raise RegressError(f"golden file {reg.golden_csv} is corrupt ({str(e).splitlines()[0]}): restore it from git or re-bless") from None
+    try:
+        fp = json.loads(reg.golden_fingerprint.read_text())
+    except FileNotFoundError:
+        raise RegressError(f"no fingerprint {reg.golden_fingerprint} beside the golden file: re-bless") from None
+    except json.JSONDecodeError as e:
+        raise RegressError(f"golden fingerprint {reg.golden_fingerprint} is corrupt ({e}): restore it from git or re-bless") from None
+    return golden, fp
+
+
+def tolerance_of(rules: list[dict[str, Any]], row: pd.Series) -> float:
+    """Relative tolerance of one value: the first rule whose patterns all match, else exact."""
+    for rule in rules:
+        if all(fnmatch.fnmatchcase(str(row[k]), str(rule.get(k, "*"))) for k in ("kernel", "variant", "metric")):
+            return float(rule["relative"])
+    return 0.0
+
+
+def compare(golden: pd.DataFrame, now: pd.DataFrame, rules: list[dict[str, Any]]) -> pd.DataFrame:
+    key = table.KEY
+    merged = golden.merge(now, on=key, how="outer", suffixes=("_golden", "_now"), indicator=True)
+    rows = []
+    for _, r in merged.iterrows():
+        g, n = r["value_golden"], r["value_now"]
+        if r["_merge"] == "left_only":
+            status, delta, pct = "missing", None, None
+        elif r["_merge"] == "right_only":
+            status, delta, pct = "new", None, None
+        else:
+            delta = int(n - g)
+            pct = 100.0 * delta / g if g else (0.0 if delta == 0 else float("inf"))
+            status = "ok" if abs(delta) <= tolerance_of(rules, r) * abs(g) else "moved"
+        rows.append({**{k: r[k] for k in key if k not in ("layout", "backend")},
+                     "golden": None if pd.isna(g) else int(g), "now": None if pd.isna(n) else int(n),
+                     "delta": delta, "percent": None if pct is None else round(pct, 4), "status": status})
+    return pd.DataFrame(rows, columns=DRIFT_COLUMNS)
+
+
+def drift_figure(drift: pd.DataFrame, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    moved = drift[drift["status"] == "moved"]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for (k, v, m), g in moved.groupby(["kernel", "variant", "metric"]):
+        g = g.sort_values("vl")
+        ax.plot(g["vl"], g["percent"], marker="o", label=f"{k} {v} {m}")
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("SVE vector length (bits)")
+    ax.set_ylabel("drift from golden (%)")
+    ax.set_title("Instruction-count drift per VL" + ("" if len(moved) else ": none"))
+    if len(moved):
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def regress(reg: Regression, cores: int, out=sys.stdout) -> int:
+    golden, golden_fp = read_golden(reg)  # fail on bad golden files before spending time
+    now_fp = fingerprint(reg)
+    parts = differing_parts(golden_fp, now_fp)
+    rules = list(reg.tolerance)
+    if parts:
+        for p in parts:
+            print(f"fingerprint differs in {p}: golden {json.dumps(golden_fp.get(p))}, now {json.dumps(now_fp.get(p))}", file=out)
+        chosen = next((reg.on_change[p] for p in parts if p in reg.on_change), None)
+        if chosen:
+            print(f"applying tolerance set '{chosen}' (regression/on_fingerprint_change/{parts[0]})", file=out)
+            rules = reg.tolerance_sets[chosen] + rules
+    now = run_sweep(reg, cores)
+    drift = compare(golden, now, rules)
+    reg.work_dir.mkdir(parents=True, exist_ok=True)
+    drift.to_csv(reg.work_dir / "drift.csv", index=False)
+    drift_figure(drift, reg.work_dir / "drift.png")
+    bad = drift[drift["status"] != "ok"]
+    if bad.empty:
+        print(f"regress: {len(drift)} values match {reg.golden_csv}", file=out)
+        return 0
+    show = bad.sort_values(["status", "kernel", "variant", "vl", "metric"])
+    print(f"regress: {int((bad['status'] == 'moved').sum())} moved, {int((bad['status'] == 'missing').sum())} missing, "
+          f"{int((bad['status'] == 'new').sum())} new (of {len(drift)}); golden {reg.golden_csv}", file=out)
+    print(show[["status", "kernel", "variant", "op", "dtype", "build", "vl", "size", "metric", "golden", "now", "delta", "percent"]]
+          .to_string(index=False, max_rows=60), file=out)
+    print(f"drift table: {reg.work_dir / 'drift.csv'}; figure: {reg.work_dir / 'drift.png'}", file=out)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("action", choices=["bless", "regress"])
+    p.add_argument("--config", default="configs/regress.yaml")
+    p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ns = p.parse_args(argv)
+    try:
+        reg = load(ns.config, dict(kv.split("=", 1) for kv in ns.set))
+        if ns.action == "bless":
+            print(bless(reg, ns.cores))
+            return 0
+        return regress(reg, ns.cores)
+    except (RegressError, config.ConfigError, toolchain.ToolchainError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
