@@ -348,7 +348,11 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
     raw = {**raw, **(overrides or {})}
     _validate(raw, "sweep.schema.yaml", path)
     base = base_dir(path)
-    tables = [_resolve(raw["kernel_table"], base)] + [
+    # A config kept elsewhere may still name the shipped table (configs/kernels.yaml).
+    main_table = _resolve(raw["kernel_table"], base)
+    if not main_table.exists() and (REPO / raw["kernel_table"]).exists():
+        main_table = REPO / raw["kernel_table"]
+    tables = [main_table] + [
         _resolve(p, path.resolve().parent) for p in raw.get("extra_kernel_tables", [])
     ]
     table = load_table(tables)
