@@ -20,3 +20,4 @@ rule all:
         provenance=f"{RESULTS}/provenance.csv",
         figures=FIGURES,
         summary=f"{RESULTS}/summary.md",
+        explained=EXPLAINED,

@@ -59,11 +59,8 @@ def kernel_objects(build_dir: Path, table: KernelTable, compiler: str, build: st
     """The objects a kernel binary links, in link order (the marker object comes last)."""
     row = table.row(kernel, variant)
     d = obj_dir(build_dir, compiler, build)
-    return {
-        "driver": d / f"driver_{row.family}.o",
-        "kernel": d / f"{kernel}-{variant}.o",
-        "harness": d / "harness.o",
-    }
+    objs = {"driver": d / f"driver_{row.family}.o"} if table.families[row.family].driver else {}
+    return {**objs, "kernel": d / f"{kernel}-{variant}.o", "harness": d / "harness.o"}
 
 
 def link_cmd(compiler: str, objects: list[Path], out: Path) -> list[str]:
@@ -83,8 +80,9 @@ def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kerne
     row = table.row(kernel, variant)
     objs = kernel_objects(bd, table, compiler, build, kernel, variant)
     roi = roi_object(bd, compiler, backend)
-    lines = [
-        compile_cmd(bd, compiler, build, table.families[row.family].driver, objs["driver"]),
+    driver = table.families[row.family].driver
+    lines = [compile_cmd(bd, compiler, build, driver, objs["driver"])] if driver else []
+    lines += [
         compile_cmd(bd, compiler, build, row.source, objs["kernel"], row.cflags.get(compiler, ())),
         compile_cmd(bd, compiler, build, HARNESS_SOURCE, objs["harness"]),
         compile_cmd(bd, compiler, "vla", ROI_SOURCES / f"roi_{backend}.S", roi),
@@ -110,3 +108,36 @@ def reduce_matrix_header(table: KernelTable) -> str:
         "#ifndef REDUCE_MATRIX_H\n#define REDUCE_MATRIX_H\n"
         "#define REDUCE_MATRIX(X) \\\n" + " \\\n".join(entries) + "\n#endif\n"
     )
+
+
+def missing_roi_calls(objects: list[Path]) -> list[str]:
+    """Marker routines that none of the objects calls (an empty list is what we want)."""
+    from elftools.elf.elffile import ELFFile
+
+    undefined: set[str] = set()
+    for obj in objects:
+        with open(obj, "rb") as f:
+            symtab = ELFFile(f).get_section_by_name(".symtab")
+            undefined |= {s.name for s in symtab.iter_symbols() if s["st_shndx"] == "SHN_UNDEF"}
+    return [m for m in ("roi_begin", "roi_end") if m not in undefined]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m analysis.build check-roi NAME OBJ...`: refuse to link a kernel whose objects
+    never call the ROI markers, with a message that says what to add."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 3 or args[0] != "check-roi":
+        print("usage: python -m analysis.build check-roi NAME OBJ...", file=sys.stderr)
+        return 2
+    missing = missing_roi_calls([Path(a) for a in args[2:]])
+    if missing:
+        print(f"kernel {args[1]}: never calls {' or '.join(f'{m}()' for m in missing)}: put roi_begin(); "
+              "before and roi_end(); after the work to count (see kernels/template/my_kernel.c)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

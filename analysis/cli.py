@@ -112,6 +112,12 @@ def cmd_regress(ns: argparse.Namespace) -> int:
     return regress.main(args)
 
 
+def cmd_explain(ns: argparse.Namespace) -> int:
+    from analysis import explain
+
+    return explain.main(ns.pytest_args)
+
+
 def cmd_test(ns: argparse.Namespace) -> int:
     """The test suite, then the regression of the committed golden counts (so a change that
     moves counts fails until it is re-blessed on purpose)."""
@@ -157,13 +163,16 @@ def main(argv: list[str] | None = None) -> int:
         r.add_argument("--cores", type=int, default=os.cpu_count() or 1)
         r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
         r.set_defaults(func=cmd_regress)
+    e = sub.add_parser("explain", help="explain one cell of results/counts.csv (commands, hot loop, functions, classes)",
+                       add_help=False)
+    e.set_defaults(func=cmd_explain)
     t = sub.add_parser("test", help="run the test suite")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     t.set_defaults(func=cmd_test)
     # pytest's own options (-q, -k ...) pass through `./harness test` untouched.
     ns, unknown = p.parse_known_args(argv)
-    if ns.cmd == "test":
-        ns.pytest_args = unknown + ns.pytest_args
+    if ns.cmd in ("test", "explain"):
+        ns.pytest_args = unknown + getattr(ns, "pytest_args", [])
     elif unknown:
         p.error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(ns, "snakemake_args", None) and ns.snakemake_args[0] == "--":

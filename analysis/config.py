@@ -44,7 +44,7 @@ class OpSpec:
 class Family:
     name: str
     description: str
-    driver: Path
+    driver: Path | None  # None: the kernel source has its own main()
     size: str
     layout: str
     dtypes: tuple[str, ...]
@@ -235,14 +235,14 @@ def _resolve(p: str, base: Path) -> Path:
 
 
 def load_table(paths: list[Path]) -> KernelTable:
+    """The main table (first) names sources relative to the repository; every further table
+    (your own kernels, wherever they live) relative to itself."""
     families: dict[str, Family] = {}
     rows: list[KernelRow] = []
-    for path in paths:
+    for i, path in enumerate(paths):
         doc = _read_yaml(path)
         _validate(doc, "kernels.schema.yaml", path)
-        # The shipped tables name sources relative to the repository; a user's own table
-        # outside it names them relative to itself.
-        base = REPO if path.resolve().is_relative_to(REPO) else path.resolve().parent
+        base = REPO if i == 0 and path.resolve().is_relative_to(REPO) else path.resolve().parent
         for name, f in doc["families"].items():
             if name in families:
                 raise ConfigError(f"{path}: family '{name}' is declared twice")
@@ -251,7 +251,7 @@ def load_table(paths: list[Path]) -> KernelTable:
                 for op, o in (f.get("ops") or {}).items()
             }
             families[name] = Family(
-                name, f["description"], _resolve(f["driver"], base), f["size"], f["layout"],
+                name, f["description"], _resolve(f["driver"], base) if "driver" in f else None, f["size"], f["layout"],
                 tuple(f.get("dtypes", [])), dict(f.get("params", {})), ops,
             )
         for r in doc["kernels"]:

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis import config, table  # noqa: E402
+from analysis import config, explain, table  # noqa: E402
 
 METRIC = "roi_net.total"
 
@@ -200,6 +200,7 @@ def evaluate(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, sw
 
 def write_summary(rows: list[dict[str, Any]], counts: pd.DataFrame, path: Path, sweep: config.Sweep) -> None:
     flags = counts[(counts["metric"] == "roi_net.nonlinear") & (counts["value"] == 1)]
+    cells = explain.discussed_cells(sweep)
     lines = [
         "# Summary: the paper's mechanical claims against this sweep",
         "",
@@ -213,9 +214,14 @@ def write_summary(rows: list[dict[str, Any]], counts: pd.DataFrame, path: Path, 
     ]
     for r in rows:
         lines.append(f"| {r['id']} | {r['figure']} | {r['claim']} | {r['paper']} | {r['ours']} | {r['result']} |")
+    if not rows:
+        lines.append("| (no checks configured) | | | | | |")
     lines += ["", "## Why (codegen per check)", ""]
     for r in rows:
         lines.append(f"- **{r['id']}** ({r['result']}): {r['reason']}." + (f" Note: {r['note']}" if r["note"] else ""))
+    if cells:
+        lines += ["", "## Cells explained (command lines, hot loop, functions, classes, opcodes)", ""]
+        lines += [f"- [{c.kernel} {c.variant} VL {c.vl}](explain/{c.slug}.md)" for c in cells]
     lines += ["", "## Linearity", ""]
     if len(flags):
         for _, f in flags.iterrows():
@@ -252,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise ValueError(f"figure {f['name']}: baseline selects {len(base)} series (need one)")
                 plot_ratio(f, base[0], series, fig_dir / f"{f['name']}_ratio.png", vls)
         rows = [evaluate(c, counts, prov, sweep) for c in sweep.checks]
+        explain.write_cells(sweep, counts, prov, explain.discussed_cells(sweep), ns.summary.parent / "explain")
         write_summary(rows, counts, ns.summary, sweep)
     except (config.ConfigError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)

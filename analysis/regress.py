@@ -149,6 +149,10 @@ def read_golden(reg: Regression) -> tuple[pd.DataFrame, dict[str, Any]]:
         golden = table.read_counts(reg.golden_csv)
         if list(golden.columns) != table.COLUMNS:
             raise ValueError(f"columns {list(golden.columns)} are not {table.COLUMNS}")
+        versions = set(golden["schema_version"])
+        if versions != {table.SCHEMA_VERSION}:
+            raise RegressError(f"golden file {reg.golden_csv} has table schema version {sorted(versions)}, this harness "
+                               f"writes {table.SCHEMA_VERSION}: re-bless with ./harness bless --config {reg.sweep.path}")
         golden["value"] = pd.to_numeric(golden["value"], errors="raise").astype("int64")
         table.check_unique(golden, table.KEY, str(reg.golden_csv))
     except (ValueError, pd.errors.ParserError, table.TableError) as e:
@@ -172,7 +176,8 @@ def tolerance_of(rules: list[dict[str, Any]], row: pd.Series) -> float:
 
 def compare(golden: pd.DataFrame, now: pd.DataFrame, rules: list[dict[str, Any]]) -> pd.DataFrame:
     key = table.KEY
-    merged = golden.merge(now, on=key, how="outer", suffixes=("_golden", "_now"), indicator=True)
+    merged = golden.drop(columns="schema_version").merge(now.drop(columns="schema_version"), on=key, how="outer",
+                                                         suffixes=("_golden", "_now"), indicator=True)
     rows = []
     for _, r in merged.iterrows():
         g, n = r["value_golden"], r["value_now"]

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+# Bump when a column or a metric name changes meaning; readers (regress) compare it.
+SCHEMA_VERSION = 2
 KEY = ["kernel", "variant", "op", "dtype", "layout", "build", "cpu_model", "backend", "compiler", "vl", "size", "metric"]
-COLUMNS = KEY + ["value"]
+COLUMNS = KEY + ["value", "schema_version"]
 PROVENANCE_KEY = KEY[:-1]
 
 
@@ -35,7 +36,7 @@ def check_unique(df: pd.DataFrame, key: list[str], what: str) -> None:
 
 
 def write_counts(df: pd.DataFrame, path: Path) -> None:
-    df = df[COLUMNS].sort_values(KEY, kind="stable").reset_index(drop=True)
+    df = df.assign(schema_version=SCHEMA_VERSION)[COLUMNS].sort_values(KEY, kind="stable").reset_index(drop=True)
     check_unique(df, KEY, str(path))
     df["value"] = df["value"].astype("int64")
     _atomic_csv(df, path)

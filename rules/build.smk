@@ -48,7 +48,7 @@ rule harness_object:
 
 rule driver_object:
     input:
-        src=lambda wc: str(TABLE.families[wc.family].driver),
+        src=lambda wc: str(TABLE.families[wc.family].driver or f"(family {wc.family} has no driver)"),
         hdr="kernels/include/harness.h",
         gen=f"{BUILD}/gen/reduce_matrix.h",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
@@ -107,4 +107,5 @@ rule link:
     params:
         cmd=lambda wc, input, output: _cmd(B.link_cmd(wc.compiler, [*input.objs, input.roi], output[0])),
     shell:
-        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+        "{PY} -m analysis.build check-roi {wildcards.kernel}-{wildcards.variant} {input.objs} "
+        "&& {{ {params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}; }}"

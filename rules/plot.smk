@@ -1,18 +1,25 @@
 # Plot stage: the paper's figures (ROI count vs VL, one line per variant), a ratio figure
-# per family, and results/summary.md checking the paper's mechanical ratios.
+# per family, results/summary.md checking the paper's mechanical ratios, and one Markdown
+# explanation per cell the summary discusses (results/explain/).
+from analysis import explain as E
 
 FIGURES = [f"{RESULTS}/figures/{f['name']}.png" for f in SWEEP.figures] + [
     f"{RESULTS}/figures/{f['name']}_ratio.png" for f in SWEEP.figures if "baseline" in f
 ]
 
 
+EXPLAINED = [f"{RESULTS}/explain/{c.slug}.md" for c in E.discussed_cells(SWEEP)]
+
+
 rule plot:
     input:
         counts=f"{RESULTS}/counts.csv",
         provenance=f"{RESULTS}/provenance.csv",
+        raw=[job_output(j) for j in JOBS],
     output:
         figures=FIGURES,
         summary=f"{RESULTS}/summary.md",
+        explained=EXPLAINED,
     log:
         f"{RESULTS}/logs/plot.log",
     params:

@@ -28,6 +28,14 @@ enum { HARNESS_EXIT_OK = 0, HARNESS_EXIT_FAIL = 1, HARNESS_EXIT_USAGE = 2, HARNE
 #define HARNESS_NOIPA
 #endif
 
+/* A kernel kept in a function of its own (not inlined into main), so the ROI shows it by
+ * name and `./harness explain` finds its loop. */
+#if defined(__GNUC__)
+#define HARNESS_KERNEL __attribute__((noinline))
+#else
+#define HARNESS_KERNEL
+#endif
+
 #if defined(__GNUC__)
 #define HARNESS_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define HARNESS_NORETURN __attribute__((noreturn))

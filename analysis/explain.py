@@ -1,0 +1,266 @@
+"""Explain one cell of results/counts.csv: how it was produced and where its count comes from.
+
+For a (kernel, variant, op, dtype, build, cpu_model, backend, compiler, vl, size) cell it
+prints, as Markdown: the exact build and run command lines; the disassembly of the hot loop
+of the ROI with instructions per iteration and iterations at that VL (the back-edge branch's
+execution count from the opcodes client); the functions executed inside the ROI; the class
+and opcode breakdown. `./harness explain ...` prints it; the plot stage writes one file per
+cell that results/summary.md discusses.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis import config, table
+from analysis.toolchain import OBJDUMP
+
+SKIP_FUNCS = ("roi_begin", "roi_end", "main", "?")
+
+
+@dataclass(frozen=True)
+class Cell:
+    kernel: str
+    variant: str
+    op: str
+    dtype: str
+    build: str
+    cpu_model: str
+    backend: str
+    compiler: str
+    vl: int
+    size: int
+
+    @property
+    def slug(self) -> str:
+        op = "" if self.op == config.NO_OP else f"-{self.op}"
+        return f"{self.kernel}-{self.variant}{op}-{self.dtype}-{self.build}-{self.cpu_model}-{self.compiler}-{self.backend}-vl{self.vl}-{self.size}"
+
+    def matches(self, df: pd.DataFrame) -> pd.Series:
+        m = pd.Series(True, index=df.index)
+        for k, v in self.__dict__.items():
+            m &= df[k] == v
+        return m
+
+
+@dataclass(frozen=True)
+class Insn:
+    addr: int
+    word: int
+    text: str
+
+    @property
+    def mnemonic(self) -> str:
+        return self.text.split()[0]
+
+    def target(self) -> int | None:
+        m = re.search(r"\b([0-9a-f]+) <", self.text)
+        return int(m.group(1), 16) if m else None
+
+
+def disassemble(binary: Path, function: str) -> list[Insn]:
+    out = subprocess.run([OBJDUMP, "-d", f"--disassemble={function}", str(binary)],
+                         capture_output=True, text=True, check=True).stdout
+    insns = []
+    for line in out.splitlines():
+        m = re.match(r"^\s+([0-9a-f]+):\s+([0-9a-f]{8})\s+(.*)$", line)
+        if m:
+            insns.append(Insn(int(m.group(1), 16), int(m.group(2), 16), m.group(3).split("//")[0].strip()))
+    return insns
+
+
+def loops(insns: list[Insn]) -> list[tuple[Insn, list[Insn]]]:
+    """(back-edge branch, body) for every backward branch inside the function."""
+    found = []
+    for i, ins in enumerate(insns):
+        t = ins.target()
+        if t is not None and t <= ins.addr and ins.mnemonic.startswith(("b", "cb", "tb")) and ins.mnemonic != "bl":
+            body = [x for x in insns[: i + 1] if x.addr >= t]
+            if body and body[0].addr == t:
+                found.append((ins, body))
+    return found
+
+
+def find_cell(counts: pd.DataFrame, cell: Cell) -> pd.DataFrame:
+    rows = counts[cell.matches(counts)]
+    if rows.empty:
+        keys = ["kernel", "variant", "op", "dtype", "build", "cpu_model", "compiler", "backend", "vl", "size"]
+        near = counts[(counts["kernel"] == cell.kernel) & (counts["variant"] == cell.variant)][keys].drop_duplicates()
+        hint = "; cells of that variant: " + ", ".join(
+            f"{r.build}/{r.cpu_model}/vl={r.vl}/size={r.size}/{r.op}/{r.dtype}" for r in near.head(8).itertuples()
+        ) if len(near) else "; that kernel variant is not in the table"
+        raise config.ConfigError(f"no cell {cell.slug} in the table{hint}")
+    return rows
+
+
+def raw_run(results_dir: Path, cell: Cell, prov: pd.Series, size: int) -> dict[str, Any]:
+    build = "vla" if cell.build == "vla" else f"vls{cell.vl}"
+    path = results_dir / "raw" / cell.backend / cell.compiler / build / cell.cpu_model / f"{cell.kernel}-{cell.variant}.json"
+    doc = json.loads(path.read_text())
+    for run in doc["runs"]:
+        if (run["vl"], run["size"], run["op"], run["dtype"]) == (cell.vl, size, cell.op, cell.dtype):
+            return run
+    raise config.ConfigError(f"{path} has no run at vl={cell.vl} size={size}")
+
+
+def _metric_table(rows: pd.DataFrame, prefix: str, title: str, limit: int = 40) -> list[str]:
+    d = rows[rows["metric"].str.startswith(prefix) & (rows["value"] != 0)].sort_values("value", ascending=False)
+    if d.empty:
+        return []
+    out = [f"| {title} | roi_net |", "|---|---|"]
+    out += [f"| `{m[len(prefix):]}` | {v} |" for m, v in zip(d["metric"].head(limit), d["value"].head(limit))]
+    return out + [""]
+
+
+def explain(cell: Cell, sweep: config.Sweep, counts: pd.DataFrame, prov: pd.DataFrame) -> str:
+    rows = find_cell(counts, cell)
+    p = prov[cell.matches(prov)].iloc[0]
+    binary = Path(p["binary"])
+    value = dict(zip(rows["metric"], rows["value"]))
+    row = sweep.table.row(cell.kernel, cell.variant)
+    lines = [
+        f"# {cell.kernel} {cell.variant}" + (f" {cell.op}/{cell.dtype}" if cell.op != config.NO_OP else "")
+        + f", {cell.build.upper()} build, VL {cell.vl}, size {cell.size}",
+        "",
+        f"{row.label}. CPU model `{cell.cpu_model}`, compiler `{cell.compiler}`, backend `{cell.backend}`; "
+        f"VL seen by the kernel: {p['vl_seen']}; checksum {p['checksum']}.",
+        "",
+        f"- ROI net instructions (`roi_net.total`): **{value.get('roi_net.total')}** (SVE: {value.get('roi_net.sve')})",
+        f"- whole-program net (`whole_net.total`, includes fill and verify): {value.get('whole_net.total')}",
+        "",
+        "## How it was produced (runnable as they are)",
+        "",
+        "```sh",
+        *p["build_commands"].split(" && "),
+        "```",
+        "",
+        "```sh",
+        p["run_command"],
+        "```",
+        "",
+    ]
+    run_n, run_0 = raw_run(sweep.results_dir, cell, p, cell.size), raw_run(sweep.results_dir, cell, p, 0)
+    funcs = [f for f in run_n["inscount"].get("roi_functions") or []]
+    lines += ["## Functions executed inside the ROI (size n run)", "", "| function | instructions | SVE |", "|---|---|---|"]
+    lines += [f"| `{f['symbol']}` | {f['total']} | {f['sve']} |" for f in funcs] + [""]
+    hot = next((f["symbol"] for f in funcs if f["symbol"] not in SKIP_FUNCS), None)
+    if hot is None and any(f["symbol"] == "main" for f in funcs):
+        hot = "main"  # a kernel inlined into main(): its loop is there
+    if hot:
+        lines += _hot_loop(binary, hot, run_n, run_0, cell, row)
+    lines += ["## Class breakdown", ""] + _metric_table(rows, "roi_net.class.", "class")
+    lines += ["## Opcodes (mnemonics)", ""] + _metric_table(rows, "roi_net.op.", "mnemonic")
+    lines += ["## Memory (ROI)", ""] + _metric_table(rows, "roi_net.mem.", "class.measure")
+    return "\n".join(lines) + "\n"
+
+
+def _hot_loop(binary: Path, func: str, run_n: dict[str, Any], run_0: dict[str, Any], cell: Cell,
+              row: config.KernelRow) -> list[str]:
+    insns = disassemble(binary, func)
+    counts_n = {int(e["encoding"], 16): e["count"] for e in run_n["opcodes"]["roi"]}
+    counts_0 = {int(e["encoding"], 16): e["count"] for e in run_0["opcodes"]["roi"]}
+    found = loops(insns)
+    out = [f"## Hot loop: `{func}`", ""]
+    if not found:
+        return out + [f"`{func}` has no loop (no backward branch).", ""]
+    # The loop whose back edge ran most often; its encoding is unique enough inside the ROI.
+    branch, body = max(found, key=lambda lb: counts_n.get(lb[0].word, 0))
+    taken = counts_n.get(branch.word, 0) - counts_0.get(branch.word, 0)
+    out += [
+        f"- instructions per iteration: **{len(body)}** ({body[0].addr:#x} .. {branch.addr:#x})",
+        f"- iterations at VL {cell.vl}: **{taken}** (executions of the back-edge `{branch.text}`, one per "
+        f"iteration, at size {cell.size} minus at size 0)",
+    ]
+    loop = row.expect.get("loop")
+    if loop:
+        chunk = loop["vectors_per_iteration"] * cell.vl // 8
+        want = math.ceil(cell.size / chunk) if loop["rounding"] == "ceil" else cell.size // chunk
+        out.append(f"- declared in the kernel table: {loop['rounding']}(size / ({loop['vectors_per_iteration']} x "
+                   f"{cell.vl // 8} bytes)) = {want} iterations")
+    out += ["", "```", *(f"{i.addr:8x}:  {i.word:08x}  {i.text}" for i in body), "```", ""]
+    return out
+
+
+def cell_from_args(ns: argparse.Namespace, counts: pd.DataFrame) -> Cell:
+    d = counts[(counts["kernel"] == ns.kernel) & (counts["variant"] == ns.variant)]
+    if d.empty:
+        raise config.ConfigError(f"no rows for kernel {ns.kernel} variant {ns.variant} in the table; run the sweep first")
+
+    def pick(col: str, given: Any) -> Any:
+        if given is not None:
+            return given
+        values = sorted(set(d[col]))
+        if col == "size":
+            values = [v for v in values if v > 0][:1] or values
+        return values[0]
+
+    return Cell(ns.kernel, ns.variant, pick("op", ns.op), pick("dtype", ns.dtype), ns.build, pick("cpu_model", ns.cpu),
+                pick("backend", ns.backend), pick("compiler", ns.compiler), ns.vl, pick("size", ns.size))
+
+
+def discussed_cells(sweep: config.Sweep) -> list[Cell]:
+    """The cells results/summary.md discusses: each check's series at the smallest and the
+    largest VL of the VLA build (first CPU model, compiler and backend of the sweep)."""
+    cells: list[Cell] = []
+    for chk in sweep.checks:
+        for key in ("numerator", "denominator", "series"):
+            sel = chk.get(key)
+            if not sel or "variant" not in sel:
+                continue
+            pairs = next(s["op_dtypes"] for s in sweep.selections if s["kernel"] == sel["kernel"])
+            op, dtype = next(((o, d) for o, d in pairs if sel.get("op", o) == o and sel.get("dtype", d) == d), pairs[0])
+            family = sweep.table.row(sel["kernel"], sel["variant"]).family
+            for vl in (min(sweep.vector_lengths), max(sweep.vector_lengths)):
+                cell = Cell(sel["kernel"], sel["variant"], op, dtype, "vla", next(iter(sweep.cpu_models)),
+                            sweep.backends[0], sweep.compilers[0], vl, sweep.sizes[family][0])
+                if cell not in cells:
+                    cells.append(cell)
+    return cells
+
+
+def write_cells(sweep: config.Sweep, counts: pd.DataFrame, prov: pd.DataFrame, cells: list[Cell], out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for cell in cells:
+        (out_dir / f"{cell.slug}.md").write_text(explain(cell, sweep, counts, prov))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    config.add_sweep_args(p)
+    p.add_argument("kernel")
+    p.add_argument("variant")
+    p.add_argument("--vl", type=int, required=True)
+    p.add_argument("--build", default="vla", choices=["vla", "vls"])
+    p.add_argument("--size", type=int)
+    p.add_argument("--op")
+    p.add_argument("--dtype")
+    p.add_argument("--cpu")
+    p.add_argument("--backend")
+    p.add_argument("--compiler")
+    p.add_argument("--markdown", type=Path, help="also write the explanation to this file")
+    ns = p.parse_args(argv)
+    try:
+        sweep = config.load_from_args(ns)
+        counts = table.read_counts(sweep.results_dir / "counts.csv")
+        prov = pd.read_csv(sweep.results_dir / "provenance.csv", dtype={"op": str, "dtype": str}, keep_default_na=False)
+        text = explain(cell_from_args(ns, counts), sweep, counts, prov)
+    except (config.ConfigError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(text, end="")
+    if ns.markdown:
+        ns.markdown.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

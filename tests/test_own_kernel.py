@@ -1,0 +1,100 @@
+"""Bring your own kernel: the template, kept outside the repository, goes through the whole
+workflow (build, count, plot, regress, explain) with exact counts; broken kernels say why."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis import table
+from conftest import PY, REPO
+from test_counts import iterations, loop_body
+
+TEMPLATE = REPO / "kernels" / "template"
+VLS = [128, 384, 1152, 2048]
+SIZES = [65536, 100000]
+
+
+def sweep_yaml(root: Path) -> str:
+    return f"""\
+kernel_table: configs/kernels.yaml
+extra_kernel_tables: [my_kernels.yaml]
+results_dir: {root / 'results'}
+build_dir: {root / 'build'}
+vector_lengths: {VLS}
+sizes: {{standalone: {SIZES}}}
+kernels:
+  - kernel: scale
+figures:
+  - {{name: scale, title: "scale", series: [{{kernel: scale}}]}}
+regression:
+  golden_dir: golden
+  metrics: [roi_net.total, roi.total, whole.total]
+"""
+
+
+def own_tree(tmp_path: Path) -> Path:
+    root = tmp_path / "elsewhere"
+    root.mkdir()
+    shutil.copy(TEMPLATE / "my_kernel.c", root)
+    shutil.copy(TEMPLATE / "my_kernels.yaml", root)
+    (root / "sweep.yaml").write_text(sweep_yaml(root))
+    return root
+
+
+def harness(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PY, "-m", "analysis.cli", *args], cwd=REPO, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = own_tree(tmp_path_factory.mktemp("own"))
+    proc = harness("sweep", "--config", str(root / "sweep.yaml"), "--cores", "2")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return root
+
+
+def test_own_kernel_counts_match_the_closed_form(swept: Path) -> None:
+    counts = table.read_counts(swept / "results" / "counts.csv")
+    net = counts[(counts["kernel"] == "scale") & (counts["metric"] == "roi_net.total") & counts["size"].isin(SIZES)]
+    assert set(net["vl"]) == set(VLS)
+    body, length = loop_body(swept / "build" / "gcc" / "vla" / "bin" / "qemu" / "scale-acle", "scale_kernel")
+    loop = {"vectors_per_iteration": 1, "rounding": "ceil"}
+    rest = {v - iterations(n, vl, loop) * body for vl, n, v in zip(net["vl"], net["size"], net["value"])}
+    assert len(rest) == 1 and 0 <= rest.pop() <= length - body, rest
+    assert (swept / "results" / "figures" / "scale.png").stat().st_size > 0
+
+
+def test_own_kernel_regresses_and_explains(swept: Path) -> None:
+    cfg = str(swept / "sweep.yaml")
+    proc = harness("bless", "--config", cfg)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (swept / "golden" / "sweep.csv").exists()
+    proc = harness("regress", "--config", cfg)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = harness("explain", "--sweep", cfg, "scale", "acle", "--vl", "384", "--size", "65536")
+    assert proc.returncode == 0, proc.stderr
+    assert "## Hot loop: `scale_kernel`" in proc.stdout
+    assert f"iterations at VL 384: **{-(-65536 // 48)}**" in proc.stdout
+    assert "declared in the kernel table: ceil(size / (1 x 48 bytes)) = 1366 iterations" in proc.stdout
+
+
+@pytest.mark.parametrize("edit, needles", [
+    (("a * x[i];", "a * x[i]"), ["kernel scale-acle does not compile", "error:"]),
+    (("    roi_begin();\n", ""), ["kernel scale-acle: never calls roi_begin()"]),
+    (("y[i] = a * x[i];", "y[i] = a * x[i] + 1.0f;"), ["scale-acle", "FAIL: y at index 0"]),
+])
+def test_broken_own_kernel_says_why(tmp_path: Path, edit: tuple[str, str], needles: list[str]) -> None:
+    root = own_tree(tmp_path)
+    src = root / "my_kernel.c"
+    text = src.read_text()
+    assert edit[0] in text
+    src.write_text(text.replace(edit[0], edit[1], 1))
+    proc = harness("sweep", "--config", str(root / "sweep.yaml"), "--cores", "2")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    for n in needles:
+        assert n in out, out[-3000:]
+    assert not (root / "results" / "counts.csv").exists()
