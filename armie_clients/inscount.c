@@ -384,24 +384,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
                                            const qemu_info_t *info, int argc,
                                            char **argv)
 {
-    if (tbs_check_api(CLIENT, info) != 0) {
-        return -1;
-    }
-    for (int i = 0; i < argc; i++) {
-        char key[64];
-        const char *val;
-
-        if (!tbs_split_arg(CLIENT, argv[i], key, sizeof(key), &val)) {
-            return -1;
-        }
-        if (tbs_common_arg(key, val)) {
-            continue;
-        }
-        fprintf(stderr, "%s: unknown argument '%s' (accepted: out=<path>)\n",
-                CLIENT, argv[i]);
-        return -1;
-    }
-    if (tbs_check_args(CLIENT) != 0 || !class_table_init()) {
+    if (tbs_parse_args(CLIENT, info, argc, argv, NULL, "out=<path>") != 0 ||
+        !class_table_init()) {
         return -1;
     }
     tbs_start(id, false, report);

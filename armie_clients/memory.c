@@ -466,39 +466,26 @@ static void report(void)
     tbs_json_close(f);
 }
 
+static int parse_arg(const char *key, const char *val)
+{
+    if (strcmp(key, "vl") != 0) {
+        return 0;
+    }
+    if (!parse_vl(val, &vl_bits)) {
+        fprintf(stderr,
+                "%s: vl=%s: expected a multiple of 128 in 128..2048 (bits)\n",
+                CLIENT, val);
+        return -1;
+    }
+    return 1;
+}
+
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
                                            const qemu_info_t *info, int argc,
                                            char **argv)
 {
-    if (tbs_check_api(CLIENT, info) != 0) {
-        return -1;
-    }
-    for (int i = 0; i < argc; i++) {
-        char key[64];
-        const char *val;
-
-        if (!tbs_split_arg(CLIENT, argv[i], key, sizeof(key), &val)) {
-            return -1;
-        }
-        if (tbs_common_arg(key, val)) {
-            continue;
-        }
-        if (strcmp(key, "vl") == 0) {
-            if (!parse_vl(val, &vl_bits)) {
-                fprintf(stderr,
-                        "%s: vl=%s: expected a multiple of 128 in 128..2048 "
-                        "(bits)\n",
-                        CLIENT, val);
-                return -1;
-            }
-            continue;
-        }
-        fprintf(stderr,
-                "%s: unknown argument '%s' (accepted: out=<path>, vl=<bits>)\n",
-                CLIENT, argv[i]);
-        return -1;
-    }
-    if (tbs_check_args(CLIENT) != 0) {
+    if (tbs_parse_args(CLIENT, info, argc, argv, parse_arg,
+                       "out=<path>, vl=<bits>") != 0) {
         return -1;
     }
     if (!vl_bits) {

@@ -164,38 +164,24 @@ static void report(void)
     free(list);
 }
 
+static int parse_arg(const char *key, const char *val)
+{
+    if (strcmp(key, "whole") != 0) {
+        return 0;
+    }
+    if (!qemu_plugin_bool_parse(key, val, &want_whole)) {
+        fprintf(stderr, "%s: whole=%s: expected on or off\n", CLIENT, val);
+        return -1;
+    }
+    return 1;
+}
+
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
                                            const qemu_info_t *info, int argc,
                                            char **argv)
 {
-    if (tbs_check_api(CLIENT, info) != 0) {
-        return -1;
-    }
-    for (int i = 0; i < argc; i++) {
-        char key[64];
-        const char *val;
-
-        if (!tbs_split_arg(CLIENT, argv[i], key, sizeof(key), &val)) {
-            return -1;
-        }
-        if (tbs_common_arg(key, val)) {
-            continue;
-        }
-        if (strcmp(key, "whole") == 0) {
-            if (!qemu_plugin_bool_parse(key, val, &want_whole)) {
-                fprintf(stderr, "%s: whole=%s: expected on or off\n", CLIENT,
-                        val);
-                return -1;
-            }
-            continue;
-        }
-        fprintf(stderr,
-                "%s: unknown argument '%s' (accepted: out=<path>, "
-                "whole=on|off)\n",
-                CLIENT, argv[i]);
-        return -1;
-    }
-    if (tbs_check_args(CLIENT) != 0) {
+    if (tbs_parse_args(CLIENT, info, argc, argv, parse_arg,
+                       "out=<path>, whole=on|off") != 0) {
         return -1;
     }
     tbs_start(id, false, report);

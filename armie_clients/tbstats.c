@@ -112,6 +112,36 @@ int tbs_check_args(const char *client)
     return 0;
 }
 
+int tbs_parse_args(const char *client, const qemu_info_t *info, int argc,
+                   char **argv, tbs_arg_fn own, const char *accepted)
+{
+    if (tbs_check_api(client, info) != 0) {
+        return -1;
+    }
+    for (int i = 0; i < argc; i++) {
+        char key[64];
+        const char *val;
+        int r;
+
+        if (!tbs_split_arg(client, argv[i], key, sizeof(key), &val)) {
+            return -1;
+        }
+        if (tbs_common_arg(key, val)) {
+            continue;
+        }
+        r = own ? own(key, val) : 0;
+        if (r < 0) {
+            return -1;
+        }
+        if (r == 0) {
+            fprintf(stderr, "%s: unknown argument '%s' (accepted: %s)\n",
+                    client, argv[i], accepted);
+            return -1;
+        }
+    }
+    return tbs_check_args(client);
+}
+
 /* ---- ROI marker callbacks --------------------------------------------- */
 
 static void add_adj(tbs_rec *r, uint32_t from, int64_t delta)

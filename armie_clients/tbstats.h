@@ -65,6 +65,22 @@ bool tbs_common_arg(const char *key, const char *val);
 /* After parsing: check the common keys (out= is required). 0 ok, -1 error. */
 int tbs_check_args(const char *client);
 
+/*
+ * A client's own keys: return 1 when `key` is one of them and its value is
+ * good, 0 when it is not a key of this client, -1 (after printing why) when
+ * the value is bad.
+ */
+typedef int (*tbs_arg_fn)(const char *key, const char *val);
+
+/*
+ * What every client's qemu_plugin_install does first: refuse another API
+ * version, split each key=value, take out=, hand other keys to `own` (may be
+ * NULL), reject unknown keys naming `accepted`, and require out=.
+ * 0 ok, -1 error (QEMU then refuses to start).
+ */
+int tbs_parse_args(const char *client, const qemu_info_t *info, int argc,
+                   char **argv, tbs_arg_fn own, const char *accepted);
+
 /* Register the translation and exit callbacks; report runs once at exit. */
 void tbs_start(qemu_plugin_id_t id, bool mem_counters, void (*report)(void));
 
