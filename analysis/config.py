@@ -428,7 +428,8 @@ def _check_selector(table: KernelTable, sel: dict[str, Any], where: str) -> None
 
 def add_sweep_args(parser: "argparse.ArgumentParser") -> None:
     """The two options every stage's command line shares: the sweep file and overrides."""
-    parser.add_argument("--sweep", default="configs/default.yaml", help="sweep configuration (YAML)")
+    parser.add_argument("--sweep", "--config", dest="sweep", default="configs/default.yaml",
+                        help="sweep configuration (YAML)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a top-level string parameter (results_dir, build_dir)")
 

@@ -74,7 +74,7 @@ def test_own_kernel_regresses_and_explains(swept: Path) -> None:
     assert (swept / "golden" / "sweep.csv").exists()
     proc = harness("regress", "--config", cfg)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = harness("explain", "--sweep", cfg, "scale", "acle", "--vl", "384", "--size", "65536")
+    proc = harness("explain", "--config", cfg, "scale", "acle", "--vl", "384", "--size", "65536")
     assert proc.returncode == 0, proc.stderr
     assert "## Hot loop: `scale_kernel`" in proc.stdout
     assert f"iterations at VL 384: **{-(-65536 // 48)}**" in proc.stdout
