@@ -1,5 +1,5 @@
 # SVE kernel evaluation harness: instruction counts at every SVE vector length.
-# Stages, one rule file each: build -> count (qemu | armie) -> collect -> plot.
+# Stages, one rule file each: build -> count (qemu | armie) and simulate (gem5) -> collect -> plot.
 # Run it through ./harness (which installs what is missing first), or directly:
 #   snakemake --cores 2 --config sweep=configs/default.yaml
 from snakemake.utils import min_version
@@ -10,6 +10,7 @@ min_version("8.0")
 include: "rules/common.smk"
 include: "rules/build.smk"
 include: "rules/count.smk"
+include: "rules/simulate.smk"
 include: "rules/collect.smk"
 include: "rules/plot.smk"
 

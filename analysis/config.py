@@ -26,6 +26,7 @@ DTYPE_SIZE = {
     "int64": 8, "uint64": 8, "float": 4, "double": 8,
 }
 NO_OP = "-"  # the op column of kernels that are not reductions
+GEM5_VLS = (128, 256, 512, 1024, 2048)
 
 
 class ConfigError(Exception):
@@ -172,6 +173,24 @@ class Sweep:
                     for size in self.run_sizes(row.family)
                 ]
                 jobs.append(Job(binary, cpu, tuple(runs)))
+        return jobs
+
+    def gem5_jobs(self, systems: dict[str, dict[str, Any]]) -> list[Job]:
+        """The cycle sweep: VLA build, each system's supported VLs, the measured sizes only
+        (the ROI is reset and dumped by the markers: no baseline run to subtract)."""
+        g = self.raw.get("gem5")
+        if not g:
+            return []
+        jobs = []
+        for sel in self.selections:
+            for variant, compiler, name in itertools.product(sel["variants"], self.compilers, g.get("systems", ["paper"])):
+                row = self.table.row(sel["kernel"], variant)
+                vls = [v for v in g.get("vector_lengths", GEM5_VLS) if v in systems[name]["vector_lengths"]]
+                runs = tuple(
+                    Run(vl, size, op, dtype, run_params(self.table, row, op, dtype))
+                    for vl in vls for op, dtype in sel["op_dtypes"] for size in self.sizes[row.family]
+                )
+                jobs.append(Job(Binary(compiler, "vla", "gem5", row.kernel, row.variant), name, runs))
         return jobs
 
     def run_sizes(self, family: str) -> list[int]:
@@ -388,6 +407,8 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
             )
 
     selections = [_selection(table, s) for s in raw["kernels"]]
+    if raw.get("gem5"):
+        _check_gem5(raw["gem5"])
     sizes = {k: list(v) for k, v in (raw.get("sizes") or {}).items()}
     _check_sizes(table, sizes, selections)
 
@@ -417,6 +438,19 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
             if key in chk:
                 _check_selector(table, chk[key], f"checks/{chk['id']}")
     return sweep
+
+
+def _check_gem5(g: dict[str, Any]) -> None:
+    from analysis.backends import gem5
+
+    systems = gem5.load_systems()
+    for name in g.get("systems", ["paper"]):
+        if name not in systems:
+            raise ConfigError(f"gem5/systems: unknown system '{name}'; configs/gem5_systems.yaml has {', '.join(systems)}")
+        for vl in g.get("vector_lengths", GEM5_VLS):
+            _check_vl(vl, "gem5/vector_lengths")
+        if not [v for v in g.get("vector_lengths", GEM5_VLS) if v in systems[name]["vector_lengths"]]:
+            raise ConfigError(f"gem5: system {name} supports none of the VLs asked for ({systems[name]['vector_lengths']})")
 
 
 def _check_selector(table: KernelTable, sel: dict[str, Any], where: str) -> None:

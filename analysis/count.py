@@ -10,20 +10,22 @@ import sys
 from pathlib import Path
 
 from analysis import build, config, toolchain
-from analysis.backends import RunError, armie, count_job, qemu
+from analysis.backends import RunError, armie, count_job, gem5, qemu
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     config.add_sweep_args(p)
-    p.add_argument("--backend", required=True, choices=["qemu", "armie"])
+    p.add_argument("--backend", required=True, choices=["qemu", "armie", "gem5"])
     for key in ("compiler", "build", "cpu", "kernel", "variant", "out"):
         p.add_argument(f"--{key}", required=True)
     ns = p.parse_args(argv)
     try:
         sweep = config.load_from_args(ns)
+        systems = gem5.load_systems() if ns.backend == "gem5" else {}
+        jobs = sweep.gem5_jobs(systems) if ns.backend == "gem5" else sweep.jobs()
         job = next(
-            j for j in sweep.jobs()
+            j for j in jobs
             if (j.binary.backend, j.binary.compiler, j.binary.build, j.cpu_model, j.binary.kernel, j.binary.variant)
             == (ns.backend, ns.compiler, ns.build, ns.cpu, ns.kernel, ns.variant)
         )
@@ -35,9 +37,22 @@ def main(argv: list[str] | None = None) -> int:
             "compiler": ns.compiler, "build": ns.build, "backend": ns.backend, "cpu_model": ns.cpu,
             "binary": str(binary), "binary_sha256": toolchain.sha256(binary),
             "build_commands": build.binary_commands(sweep, ns.compiler, ns.build, ns.backend, ns.kernel, ns.variant),
-            "versions": toolchain.preflight([ns.compiler], [ns.backend]),
+            "versions": toolchain.preflight([ns.compiler], [] if ns.backend == "gem5" else [ns.backend]),
         }
-        if ns.backend == "qemu":
+        if ns.backend == "gem5":
+            gem5_bin = gem5.find_gem5(sweep)
+            if gem5_bin is None:
+                raise toolchain.ToolchainError(gem5.skipped_message(sweep))
+            meta["versions"]["gem5"] = gem5.gem5_version(gem5_bin)
+            meta["system"] = systems[ns.cpu]
+            runs_dir = sweep.results_dir / "gem5" / ns.cpu / job.binary.name
+
+            def one(run: config.Run) -> dict:
+                tag = f"vl{run.vl}-{run.size}" + ("" if run.op == config.NO_OP else f"-{run.op}-{run.dtype}")
+                return gem5.run_once(gem5_bin, binary, ns.cpu, systems[ns.cpu], run, runs_dir / tag)
+
+            count_job(job, one, binary, Path(ns.out), meta)
+        elif ns.backend == "qemu":
             plugins = build.plugin_path(sweep.build_dir, "inscount").parent
             count_job(job, lambda run: qemu.run_once(binary, ns.cpu, run, plugins), binary, Path(ns.out), meta)
         else:

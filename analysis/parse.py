@@ -24,6 +24,11 @@ def _counts(scope: str, part: dict[str, Any]) -> Iterator[tuple[str, int]]:
 
 
 def run_metrics(run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
+    if "gem5" in run:
+        # The table holds integers: IPC in thousandths.
+        for metric, value in run["gem5"].items():
+            yield (f"gem5.{metric}", round(value)) if metric != "ipc" else ("gem5.ipc_milli", round(1000 * value))
+        return
     ins = run["inscount"]
     yield from _counts("whole", ins["whole"])
     yield from _counts("roi", ins["roi"])
@@ -66,7 +71,7 @@ def all_encodings(docs: list[dict[str, Any]]) -> set[int]:
     return {
         int(e["encoding"], 16)
         for d in docs for r in d["runs"]
-        for e in (r.get("opcodes", {}).get("roi") or [])
+        for e in ((r.get("opcodes") or {}).get("roi") or [])
     }
 
 

@@ -41,13 +41,27 @@ def _first(values: list[Any]) -> Any:
     return values[0] if values else None
 
 
-def select(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, sel: dict[str, Any]) -> list[Series]:
-    """Expand a selector (variant optional) into series of roi_net.total at the family's first size."""
+def where(sweep: config.Sweep, spec: dict[str, Any]) -> tuple[str, str, str]:
+    """(metric, backend, cpu model or gem5 system) a figure or check reads."""
+    backend = spec.get("backend", sweep.backends[0])
+    default_cpu = ((sweep.raw.get("gem5") or {}).get("systems") or ["paper"])[0] if backend == "gem5" \
+        else _first(list(sweep.cpu_models))
+    return spec.get("metric", METRIC), backend, spec.get("cpu_model", default_cpu)
+
+
+def is_gem5(spec: dict[str, Any]) -> bool:
+    return spec.get("backend") == "gem5"
+
+
+def select(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, sel: dict[str, Any],
+           spec: dict[str, Any] | None = None) -> list[Series]:
+    """Expand a selector (variant optional) into series of the figure's or check's metric
+    (default roi_net.total) at the family's first size."""
+    metric, backend, cpu = where(sweep, spec or {})
     kernel = sel["kernel"]
     variants = [sel["variant"]] if "variant" in sel else sweep.table.variants(kernel)
-    df = counts[(counts["kernel"] == kernel) & (counts["metric"] == METRIC)]
-    df = df[(df["cpu_model"] == _first(list(sweep.cpu_models))) & (df["compiler"] == sweep.compilers[0])
-            & (df["backend"] == sweep.backends[0])]
+    df = counts[(counts["kernel"] == kernel) & (counts["metric"] == metric)]
+    df = df[(df["cpu_model"] == cpu) & (df["compiler"] == sweep.compilers[0]) & (df["backend"] == backend)]
     if "op" in sel:
         df = df[df["op"] == sel["op"]]
     if "dtype" in sel:
@@ -90,13 +104,14 @@ def plot_figure(fig_cfg: dict[str, Any], series: list[Series], out: Path, vls: l
     # Kernels of one figure (pack, unpack) can coincide exactly: one line style per kernel.
     style = {k: LINESTYLES[i % len(LINESTYLES)] for i, k in enumerate(dict.fromkeys(s.kernel for s in series))}
     fig, ax = plt.subplots(figsize=(8, 6))
+    scale = fig_cfg.get("scale", 1)
     for s in series:
-        (line,) = ax.plot(s.vla.index, s.vla.values, marker="o", ms=3, label=s.label, ls=style[s.kernel],
+        (line,) = ax.plot(s.vla.index, s.vla.values / scale, marker="o", ms=3, label=s.label, ls=style[s.kernel],
                           lw=2.2 if s.role != "extra" else 1.2)
         if len(s.vls):
-            ax.plot(s.vls.index, s.vls.values, ls="none", marker="s", mfc="none", color=line.get_color(), ms=7)
-    ax.set_yscale("log")
-    ax.set_ylabel("instructions in ROI, n minus baseline (roi_net)")
+            ax.plot(s.vls.index, s.vls.values / scale, ls="none", marker="s", mfc="none", color=line.get_color(), ms=7)
+    ax.set_yscale("log" if scale == 1 else "linear")
+    ax.set_ylabel(fig_cfg.get("ylabel", "instructions in ROI, n minus baseline (roi_net)"))
     ax.set_title(fig_cfg["title"], fontsize=10)
     _axes_vl(ax, vls)
     ax.legend(fontsize=7, title="lines: VLA build; squares: VLS build", title_fontsize=7,
@@ -116,13 +131,17 @@ def plot_ratio(fig_cfg: dict[str, Any], base: Series, series: list[Series], out:
         ax.plot(ratio.index, ratio.values, marker="o", ms=3, label=s.label)
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_yscale("log")
-    ax.set_ylabel(f"roi_net ratio: {base.variant} / variant")
+    ax.set_ylabel(f"{where_metric(fig_cfg)} ratio: {base.variant} / variant")
     ax.set_title(f"{fig_cfg['title']}: ratio to {base.kernel} {base.variant}", fontsize=10)
     _axes_vl(ax, vls)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
+
+
+def where_metric(spec: dict[str, Any]) -> str:
+    return spec.get("metric", METRIC)
 
 
 def per_vector(s: Series, sweep: config.Sweep, vl: int) -> float:
@@ -152,7 +171,7 @@ def evaluate(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, sw
     kind = check["kind"]
 
     def one(key: str) -> Series:
-        found = select(counts, prov, sweep, check[key])
+        found = select(counts, prov, sweep, check[key], check)
         if len(found) != 1:
             raise ValueError(f"check {check['id']}: {key} selects {len(found)} series (need exactly one)")
         return found[0]
@@ -160,20 +179,33 @@ def evaluate(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, sw
     if kind in ("ratio", "ratio_range"):
         num, den = one("numerator"), one("denominator")
         ratio = (num.vla / den.vla).dropna()
-        if kind == "ratio":
+        if "vl" in check:
+            ratio = ratio[ratio.index == check["vl"]]
+        if ratio.empty:
+            raise ValueError(f"check {check['id']}: no VL where both series have data")
+        if kind == "ratio" and check.get("aggregate") == "mean":
+            mean = float(ratio.mean())
+            ok = abs(mean - check["target"]) <= tol * check["target"]
+            paper = f"{check['target']:g} (mean over VLs)"
+        elif kind == "ratio":
             ok = bool(((ratio - check["target"]).abs() <= tol * check["target"]).all())
-            paper = f"{check['target']:g}"
+            paper = f"{check['target']:g}" + (f" at VL {check['vl']}" if "vl" in check else "")
         else:
             ok = bool(((ratio >= check["min"]) & (ratio <= check["max"])).all())
             paper = f"{check['min']:g} .. {check['max']:g}"
         ours = f"{ratio.min():.3g} .. {ratio.max():.3g} (VL {ratio.idxmin()} .. {ratio.idxmax()})"
+        if kind == "ratio" and check.get("aggregate") == "mean":
+            ours = f"mean {ratio.mean():.3g}; " + ours
         lo, hi = min(ratio.index), max(ratio.index)
+        unit = "cycles" if where_metric(check).startswith("gem5.cycles") else "insns"
         reason = (
-            f"{num.variant}: {per_vector(num, sweep, lo):.3g} insns per vector of data at VL {lo}, "
+            f"{num.variant}: {per_vector(num, sweep, lo):.3g} {unit} per vector of data at VL {lo}, "
             f"{per_vector(num, sweep, hi):.3g} at VL {hi}; {den.variant}: {per_vector(den, sweep, lo):.3g} / "
-            f"{per_vector(den, sweep, hi):.3g}. Hot opcodes at VL {lo}: {num.variant}: "
+            f"{per_vector(den, sweep, hi):.3g}. Hot opcodes (QEMU count) at VL {lo}: {num.variant}: "
             f"{top_ops(counts, num, lo)}; {den.variant}: {top_ops(counts, den, lo)}"
         )
+        if is_gem5(check):
+            reason += "; " + "; ".join(gem5_context(counts, s, check, sweep, lo) for s in (num, den))
     else:
         s = one("series")
         v = s.vla
@@ -198,7 +230,46 @@ def evaluate(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, sw
             "ours": ours, "result": "pass" if ok else "FAIL", "reason": reason, "note": check.get("note", "")}
 
 
-def write_summary(rows: list[dict[str, Any]], counts: pd.DataFrame, path: Path, sweep: config.Sweep) -> None:
+def gem5_context(counts: pd.DataFrame, s: Series, check: dict[str, Any], sweep: config.Sweep, vl: int) -> str:
+    """IPC and cache misses of a gem5 series at one VL: what the cycle ratio comes from."""
+    _, backend, cpu = where(sweep, check)
+    d = counts[(counts["kernel"] == s.kernel) & (counts["variant"] == s.variant) & (counts["op"] == s.op)
+               & (counts["dtype"] == s.dtype) & (counts["vl"] == vl) & (counts["size"] == s.size)
+               & (counts["backend"] == backend) & (counts["cpu_model"] == cpu)]
+    v = dict(zip(d["metric"], d["value"]))
+    return (f"{s.variant} at VL {vl}: IPC {v.get('gem5.ipc_milli', 0) / 1000:.2f}, "
+            f"L1D misses {v.get('gem5.l1d_misses')}, L2 misses {v.get('gem5.l2_misses')}")
+
+
+def figures(sweep: config.Sweep, has_gem5: bool) -> list[dict[str, Any]]:
+    """The configured figures; the cycle figures only when there are gem5 rows."""
+    return [f for f in sweep.figures if has_gem5 or not is_gem5(f)]
+
+
+def skipped(check: dict[str, Any]) -> dict[str, Any]:
+    return {"id": check["id"], "figure": check["figure"], "claim": check["claim"],
+            "paper": str(check.get("target", f"{check.get('min')} .. {check.get('max')}")), "ours": "-",
+            "result": "skipped", "reason": "no gem5 rows: the cycle sweep did not run (gem5 not found)",
+            "note": check.get("note", "")}
+
+
+def agreement(counts: pd.DataFrame) -> pd.DataFrame:
+    """gem5's committed ROI instructions against QEMU's ROI count of the same kernel object,
+    VL and size (VLA build), minus the documented marker instructions: expected all zero."""
+    from analysis.backends.gem5 import MARKER_INSTRUCTIONS
+
+    g = counts[(counts["backend"] == "gem5") & (counts["metric"] == "gem5.insts")]
+    q = counts[(counts["backend"] == "qemu") & (counts["metric"] == "roi.total") & (counts["build"] == "vla")
+               & (counts["cpu_model"] == "max")]
+    key = ["kernel", "variant", "op", "dtype", "compiler", "vl", "size"]
+    m = g.merge(q, on=key, suffixes=("_gem5", "_qemu"))
+    m["difference"] = m["value_gem5"] - m["value_qemu"] - MARKER_INSTRUCTIONS
+    return m[key + ["cpu_model_gem5", "value_gem5", "value_qemu", "difference"]].rename(
+        columns={"cpu_model_gem5": "system", "value_gem5": "gem5_insts", "value_qemu": "qemu_roi"})
+
+
+def write_summary(rows: list[dict[str, Any]], counts: pd.DataFrame, path: Path, sweep: config.Sweep,
+                  agree: pd.DataFrame | None = None) -> None:
     flags = counts[(counts["metric"] == "roi_net.nonlinear") & (counts["value"] == 1)]
     cells = explain.discussed_cells(sweep)
     lines = [
@@ -219,6 +290,19 @@ def write_summary(rows: list[dict[str, Any]], counts: pd.DataFrame, path: Path, 
     lines += ["", "## Why (codegen per check)", ""]
     for r in rows:
         lines.append(f"- **{r['id']}** ({r['result']}): {r['reason']}." + (f" Note: {r['note']}" if r["note"] else ""))
+    if agree is not None and len(agree):
+        from analysis.backends.gem5 import MARKER_INSTRUCTIONS
+
+        bad = agree[agree["difference"] != 0]
+        lines += ["", "## gem5 and QEMU agree on the ROI's instructions", "",
+                  f"gem5's committed ROI instructions minus QEMU's ROI count of the same kernel object, VL and size, "
+                  f"minus the {MARKER_INSTRUCTIONS} marker instructions only gem5's ROI holds (roi_end's two movs and "
+                  f"dump_stats): expected 0 everywhere; {len(agree) - len(bad)} of {len(agree)} cells agree.", "",
+                  "| kernel | variant | op | dtype | system | VL | size | gem5 | QEMU | difference |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in (bad if len(bad) else agree).itertuples():
+            lines.append(f"| {r.kernel} | {r.variant} | {r.op} | {r.dtype} | {r.system} | {r.vl} | {r.size} | "
+                         f"{r.gem5_insts} | {r.qemu_roi} | {r.difference} |")
     if cells:
         lines += ["", "## Cells explained (command lines, hot loop, functions, classes, opcodes)", ""]
         lines += [f"- [{c.kernel} {c.variant} VL {c.vl}](explain/{c.slug}.md)" for c in cells]
@@ -244,8 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         prov = pd.read_csv(ns.provenance, dtype={"op": str, "dtype": str}, keep_default_na=False)
         vls = sorted(set(sweep.vector_lengths) | set(sweep.vls_vector_lengths))
         fig_dir = sweep.results_dir / "figures"
-        for f in sweep.figures:
-            series = [s for sel in f["series"] for s in select(counts, prov, sweep, sel)]
+        for f in figures(sweep, has_gem5=bool((counts["backend"] == "gem5").any())):
+            series = [s for sel in f["series"] for s in select(counts, prov, sweep, sel, f)]
             if not series:
                 raise ValueError(f"figure {f['name']}: no data for its series in {ns.counts}")
             if len({s.kernel for s in series}) > 1:
@@ -253,13 +337,14 @@ def main(argv: list[str] | None = None) -> int:
                     s.label = f"{s.kernel}: {s.label}"
             plot_figure(f, series, fig_dir / f"{f['name']}.png", vls)
             if "baseline" in f:
-                base = select(counts, prov, sweep, f["baseline"])
+                base = select(counts, prov, sweep, f["baseline"], f)
                 if len(base) != 1:
                     raise ValueError(f"figure {f['name']}: baseline selects {len(base)} series (need one)")
                 plot_ratio(f, base[0], series, fig_dir / f"{f['name']}_ratio.png", vls)
-        rows = [evaluate(c, counts, prov, sweep) for c in sweep.checks]
+        has_gem5 = bool((counts["backend"] == "gem5").any())
+        rows = [evaluate(c, counts, prov, sweep) if has_gem5 or not is_gem5(c) else skipped(c) for c in sweep.checks]
         explain.write_cells(sweep, counts, prov, explain.discussed_cells(sweep), ns.summary.parent / "explain")
-        write_summary(rows, counts, ns.summary, sweep)
+        write_summary(rows, counts, ns.summary, sweep, agreement(counts))
     except (config.ConfigError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

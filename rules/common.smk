@@ -17,11 +17,20 @@ try:
 except (C.ConfigError, T.ToolchainError) as e:
     raise WorkflowError(f"error: {e}")
 
+from analysis.backends import gem5 as G
+
+# The cycle sweep runs only where gem5 is found; elsewhere one line says how to enable it.
+GEM5 = G.find_gem5(SWEEP) if SWEEP.raw.get("gem5") else None
+if SWEEP.raw.get("gem5") and GEM5 is None:
+    print(G.skipped_message(SWEEP), file=sys.stderr)
+if GEM5:
+    VERSIONS["gem5"] = G.gem5_version(GEM5)
+
 PY = sys.executable
 BUILD = str(SWEEP.build_dir)
 RESULTS = str(SWEEP.results_dir)
 TABLE = SWEEP.table
-JOBS = SWEEP.jobs()
+JOBS = SWEEP.jobs() + (SWEEP.gem5_jobs(G.load_systems()) if GEM5 else [])
 SWEEP_ARGS = f"--sweep {SWEEP_PATH} " + " ".join(f"--set {k}={v}" for k, v in OVERRIDES.items())
 
 # Tool versions as files: a rule that lists one re-runs when that tool is upgraded. Every

@@ -3,8 +3,11 @@
 # explanation per cell the summary discusses (results/explain/).
 from analysis import explain as E
 
-FIGURES = [f"{RESULTS}/figures/{f['name']}.png" for f in SWEEP.figures] + [
-    f"{RESULTS}/figures/{f['name']}_ratio.png" for f in SWEEP.figures if "baseline" in f
+from analysis import plot as P
+
+_FIGS = P.figures(SWEEP, has_gem5=GEM5 is not None)
+FIGURES = [f"{RESULTS}/figures/{f['name']}.png" for f in _FIGS] + [
+    f"{RESULTS}/figures/{f['name']}_ratio.png" for f in _FIGS if "baseline" in f
 ]
 
 

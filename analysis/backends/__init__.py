@@ -56,8 +56,9 @@ def count_job(job: Job, run_once: Callable[[Run], dict[str, Any]], binary: Path,
         if rec["vl_seen"] != run.vl:
             raise RunError(f"{cell_name(binary, job.cpu_model, run)}: ran at VL {rec['vl_seen']} bits, not the {run.vl} asked for")
         records.append(rec)
-        print(f"[{i}/{len(job.runs)}] {cell_name(binary, job.cpu_model, run)} roi={rec['inscount']['roi']['total']} "
-              f"{rec['seconds']}s", file=log, flush=True)
+        what = (f"roi={rec['inscount']['roi']['total']}" if "inscount" in rec
+                else f"cycles={rec['gem5']['cycles']:.0f} insts={rec['gem5']['insts']:.0f}")
+        print(f"[{i}/{len(job.runs)}] {cell_name(binary, job.cpu_model, run)} {what} {rec['seconds']}s", file=log, flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(json.dumps({"meta": meta, "runs": records}))

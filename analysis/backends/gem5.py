@@ -1,0 +1,122 @@
+"""Cycle backend: run kernel binaries in gem5 SE mode (gem5_scripts/se_sve.py) and read the
+ROI block of stats.txt.
+
+gem5 is found from the sweep's `gem5.binary` or the GEM5 environment variable; when it is
+absent the cycle sweep is skipped with one line saying how to enable it. Each run keeps its
+own output directory (config.ini/config.json, stats.txt, simout) under
+results/gem5/<system>/<kernel>-<variant>/vl<N>-<size>/.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from analysis import config
+from analysis.backends import RunError, cell_name, parse_ok_line, staged
+from analysis.config import REPO, Run
+
+SCRIPT = REPO / "gem5_scripts" / "se_sve.py"
+SYSTEMS = REPO / "configs" / "gem5_systems.yaml"
+# Statistics of the ROI block: name in stats.txt (system built by se_sve.py) -> metric.
+STATS = {
+    "system.switch_cpu.numCycles": "cycles",
+    "system.switch_cpu.commitStats0.numInsts": "insts",
+    "system.switch_cpu.commitStats0.numOps": "ops",
+    "system.switch_cpu.ipc": "ipc",
+    "system.l1d.overallMisses::total": "l1d_misses",
+    "system.l2.overallMisses::total": "l2_misses",
+}
+HOST_STATS = ("hostSeconds", "hostInstRate", "simInsts")
+# Inside gem5's ROI, roi_end's two movs and dump_stats commit before the statistics are
+# dumped; QEMU's ROI stops at its hint marker. Measured, see README "gem5".
+MARKER_INSTRUCTIONS = 3
+ENABLE = "set GEM5=/path/to/build/ARM/gem5.fast or gem5.binary in the sweep config"
+
+
+def find_gem5(sweep: config.Sweep) -> Path | None:
+    """The gem5 binary to use, or None when there is none (the cycle sweep is then skipped)."""
+    given = os.environ.get("GEM5") or (sweep.raw.get("gem5") or {}).get("binary")
+    if not given:
+        return None
+    path = Path(given).expanduser()
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def skipped_message(sweep: config.Sweep) -> str:
+    given = os.environ.get("GEM5") or (sweep.raw.get("gem5") or {}).get("binary")
+    why = f"{given} is not an executable file" if given else "no gem5 binary configured"
+    return f"gem5: cycle sweep skipped ({why}); to run it, {ENABLE}"
+
+
+def gem5_version(gem5: Path) -> str:
+    out = subprocess.run([str(gem5), "--version"], capture_output=True, text=True)
+    m = re.search(r"gem5 version (\S+)", out.stdout + out.stderr)
+    return f"gem5 {m.group(1)}" if m else "gem5 (version unknown)"
+
+
+def load_systems(path: Path = SYSTEMS) -> dict[str, dict[str, Any]]:
+    doc = yaml.safe_load(path.read_text())
+    config._validate(doc, "gem5_systems.schema.yaml", path)
+    return doc["systems"]
+
+
+def parse_stats(text: str, where: str) -> dict[str, float]:
+    """The first statistics block (the ROI: reset at roi_begin, dumped at roi_end)."""
+    begin = text.find("---------- Begin Simulation Statistics ----------")
+    end = text.find("---------- End Simulation Statistics   ----------")
+    if begin < 0 or end < 0:
+        raise RunError(f"{where}: no complete statistics block in stats.txt (did gem5 reach dump_stats?)")
+    values: dict[str, float] = {}
+    for line in text[begin:end].splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 2:
+            try:
+                values[parts[0]] = float(parts[1])
+            except ValueError:
+                continue
+    missing = [name for name in [*STATS, *HOST_STATS] if name not in values]
+    if missing:
+        raise RunError(f"{where}: stats.txt lacks {', '.join(missing)} (system names changed in gem5_scripts/se_sve.py?)")
+    return values
+
+
+def command(gem5: Path, outdir: Path, system_json: Path, run: Run, exe: Path) -> list[str]:
+    return [str(gem5), "-r", "-e", "-d", str(outdir), str(SCRIPT), "--system", str(system_json),
+            "--vl", str(run.vl), "--", f"./{exe.name}", *run.argv()]
+
+
+def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: Run, outdir: Path) -> dict[str, Any]:
+    cell = cell_name(binary, f"gem5:{system}", run)
+    if outdir.exists():
+        shutil.rmtree(outdir)
+    outdir.mkdir(parents=True)
+    system_json = outdir / "system.json"
+    system_json.write_text(json.dumps({"name": system, **desc}, indent=2))
+    with staged(binary) as exe:
+        cmd = command(gem5, outdir.resolve(), system_json.resolve(), run, exe)
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, cwd=exe.parent, capture_output=True, text=True)
+        seconds = time.monotonic() - t0
+    simout = (outdir / "simout").read_text() if (outdir / "simout").exists() else ""
+    simerr = (outdir / "simerr").read_text() if (outdir / "simerr").exists() else ""
+    if proc.returncode != 0:
+        last = [ln for ln in (simerr + simout + proc.stderr).splitlines() if ln.strip() and "warn:" not in ln]
+        raise RunError(f"{cell}: gem5 exited with {proc.returncode}: {last[-1] if last else '?'} (output in {outdir})")
+    fields = parse_ok_line(simout, cell)
+    stats = parse_stats((outdir / "stats.txt").read_text(), f"{cell} ({outdir})")
+    (outdir / "command.txt").write_text(" ".join(cmd) + "\n")
+    return {
+        "vl": run.vl, "vl_seen": int(fields["vl"]), "size": run.size, "op": run.op, "dtype": run.dtype,
+        "argv": [f"./{exe.name}", *run.argv()], "command": cmd, "checksum": fields["checksum"],
+        "seconds": round(seconds, 3), "outdir": str(outdir),
+        "gem5": {metric: stats[name] for name, metric in STATS.items()},
+        "host": {name: stats[name] for name in HOST_STATS},
+    }
