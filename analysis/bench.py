@@ -5,6 +5,8 @@ writes results/bench.json; it asserts nothing (timing belongs here, not in the t
 2. the default sweep from a clean results and build tree (target < 120 s on 2 cores);
 3. the same sweep again with nothing changed (target < 5 s);
 4. the regression set (`./harness regress`) from a clean tree (target < 60 s);
+   where gem5 is found: the default cycle sweep on that tree (target < 30 min) and gem5's
+   simulated instructions per host second, O3 and fast-forward;
 5. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full;
 6. plugin overhead: a kernel whose plain QEMU run takes >= 2 s, plain vs all three
    counting clients, median of 5 (target < 1.3x).
@@ -47,9 +49,11 @@ def timed(cmd: list[str], **kw: Any) -> float:
     return time.monotonic() - t0
 
 
-def sweep_time(cfg: str, work: Path, cores: int) -> float:
+def sweep_time(cfg: str, work: Path, cores: int, gem5: bool = True) -> float:
+    """Wall time of one sweep; gem5=False hides gem5 so that only the counts are timed."""
     over = {"results_dir": str(work / "results"), "build_dir": str(work / "build")}
-    return timed(snakemake_cmd(cfg, over, cores, ["--quiet", "all"]), cwd=REPO)
+    env = os.environ if gem5 else {k: v for k, v in os.environ.items() if k != "GEM5"}
+    return timed(snakemake_cmd(cfg, over, cores, ["--quiet", "all"]), cwd=REPO, env=env)
 
 
 def overhead(work: Path, cores: int, repeats: int = 5) -> dict[str, Any]:
@@ -78,6 +82,36 @@ def overhead(work: Path, cores: int, repeats: int = 5) -> dict[str, Any]:
     }
 
 
+def gem5_cycle_sweep(work: Path, cores: int) -> dict[str, Any] | None:
+    """The default cycle sweep (where gem5 is found) on top of an already counted tree, and
+    gem5's simulation speed: O3 from the ROI blocks, fast-forward from the rest of each run."""
+    from analysis.backends import gem5 as G
+
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    if G.find_gem5(sweep) is None:
+        print(G.skipped_message(sweep), flush=True)
+        return None
+    seconds = sweep_time("configs/default.yaml", work, cores)
+    o3_insts = o3_secs = ff_insts = ff_secs = 0.0
+    for raw in (work / "results" / "raw" / "gem5").rglob("*.json"):
+        for run in json.loads(raw.read_text())["runs"]:
+            o3_insts += run["host"]["simInsts"]
+            o3_secs += run["host"]["hostSeconds"]
+            ff_secs += run["seconds"] - run["host"]["hostSeconds"]
+    counts = pd_read(work / "results" / "counts.csv")
+    whole = counts[(counts["backend"] == "qemu") & (counts["metric"] == "whole.total") & (counts["build"] == "vla")]
+    ff_insts = float(whole[whole["vl"].isin(sweep.raw["gem5"]["vector_lengths"])]["value"].sum()) - o3_insts
+    return {"seconds": round(seconds, 1), "target_s": 1800,
+            "o3_insts_per_host_s": round(o3_insts / o3_secs) if o3_secs else None,
+            "fast_forward_insts_per_host_s_approx": round(ff_insts / ff_secs) if ff_secs > 0 else None}
+
+
+def pd_read(path: Path):
+    from analysis.table import read_counts
+
+    return read_counts(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
@@ -94,10 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         report["default"] = {
             "config": default, "config_hash": config_hash(REPO / default),
             "jobs": len(sweep.jobs()), "runs": sum(len(j.runs) for j in sweep.jobs()),
-            "seconds": round(sweep_time(default, work / "default", ns.cores), 1), "target_s": 120,
+            "seconds": round(sweep_time(default, work / "default", ns.cores, gem5=False), 1), "target_s": 120,
         }
         print(f"default sweep, clean tree: {report['default']['seconds']} s for {report['default']['runs']} runs (target < 120 s)", flush=True)
-        report["rerun_noop_s"] = round(sweep_time(default, work / "default", ns.cores), 2)
+        report["rerun_noop_s"] = round(sweep_time(default, work / "default", ns.cores, gem5=False), 2)
         print(f"re-run, nothing changed: {report['rerun_noop_s']} s (target < 5 s)", flush=True)
         report["regression_set"] = {
             "config": "configs/regress.yaml",
@@ -107,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
             "target_s": 60,
         }
         print(f"regression set (./harness regress), clean tree: {report['regression_set']['seconds']} s (target < 60 s)", flush=True)
+        report["gem5"] = gem5_cycle_sweep(work / "default", ns.cores)
+        if report["gem5"]:
+            g = report["gem5"]
+            print(f"gem5 default cycle sweep: {g['seconds']} s (target < 1800 s); O3 {g['o3_insts_per_host_s']} "
+                  f"insts/host s, fast-forward ~{g['fast_forward_insts_per_host_s_approx']} insts/host s", flush=True)
         report["overhead"] = overhead(work / "default", ns.cores)
         o = report["overhead"]
         print(f"plugin overhead: {o['counted_median_s']} s / {o['plain_median_s']} s = {o['ratio']}x (target < 1.3x)", flush=True)
