@@ -1,9 +1,10 @@
 """Plot/check stage: the paper's figures from the tidy table, and results/summary.md.
 
-Figures show `roi_net.total` (ROI count at size n minus at size 0) against VL on a log2
-axis, one line per variant (VLA build; VLS builds as open markers on the same colour),
-plus a ratio figure (baseline / variant) per figure. The summary evaluates each
-mechanical claim of the paper declared under `checks:` in the sweep configuration.
+Figures show a metric, `roi_net.total` (ROI count at size n minus at size 0) by default or
+gem5's ROI cycles/IPC, against VL on a log2 axis, one line per variant (VLA build; VLS
+builds as open markers on the same colour), plus a ratio figure (baseline / variant). The
+summary evaluates each mechanical claim of the paper declared under `checks:` in the sweep
+configuration, and compares gem5's ROI instructions with QEMU's where both ran.
 """
 from __future__ import annotations
 
