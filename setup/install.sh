@@ -354,3 +354,8 @@ st="$(python_status "$PY")"
 setup_venv "$PY"
 
 grep -qxF "$KEY" "$STAMP" 2>/dev/null || echo "$KEY" >>"$STAMP"
+# The clang set contains the base set: a later run without --with-clang is a no-op too.
+if [[ $WITH_CLANG -eq 1 ]]; then
+    BASE_KEY="$(stamp_key "${APT_BASE[@]}")"
+    grep -qxF "$BASE_KEY" "$STAMP" || echo "$BASE_KEY" >>"$STAMP"
+fi
