@@ -53,11 +53,11 @@ def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
     """Validate a one-cell request (kernel, variant, build, VL, size, op, dtype) like a sweep."""
     overrides = dict(kv.split("=", 1) for kv in ns.set)
     sweep = config.load(ns.config, overrides)
-    sel = config._selection(sweep.table, {
+    sel = config.selection(sweep.table, {
         "kernel": ns.kernel, "variants": [ns.variant],
         **({"ops": [ns.op]} if ns.op else {}), **({"dtypes": [ns.dtype]} if ns.dtype else {}),
     })
-    config._check_vl(ns.vl, "--vl")
+    config.check_vl(ns.vl, "--vl")
     if ns.build != "vla":
         bits = int(ns.build[3:]) if ns.build[3:].isdigit() and ns.build.startswith("vls") else -1
         if bits not in config.VLS_ALLOWED:

@@ -231,7 +231,7 @@ def _read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
 
 
-def _validate(doc: Any, schema_name: str, path: Path) -> None:
+def validate_doc(doc: Any, schema_name: str, path: Path) -> None:
     schema = yaml.safe_load((SCHEMA_DIR / schema_name).read_text())
     validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
@@ -248,7 +248,7 @@ def base_dir(config_path: Path) -> Path:
     return REPO if p.is_relative_to(REPO) else p.parent
 
 
-def _resolve(p: str, base: Path) -> Path:
+def resolve_path(p: str, base: Path) -> Path:
     q = Path(p).expanduser()
     return q if q.is_absolute() else base / q
 
@@ -260,7 +260,7 @@ def load_table(paths: list[Path]) -> KernelTable:
     rows: list[KernelRow] = []
     for i, path in enumerate(paths):
         doc = _read_yaml(path)
-        _validate(doc, "kernels.schema.yaml", path)
+        validate_doc(doc, "kernels.schema.yaml", path)
         base = REPO if i == 0 and path.resolve().is_relative_to(REPO) else path.resolve().parent
         for name, f in doc["families"].items():
             if name in families:
@@ -270,12 +270,12 @@ def load_table(paths: list[Path]) -> KernelTable:
                 for op, o in (f.get("ops") or {}).items()
             }
             families[name] = Family(
-                name, f["description"], _resolve(f["driver"], base) if "driver" in f else None, f["size"], f["layout"],
+                name, f["description"], resolve_path(f["driver"], base) if "driver" in f else None, f["size"], f["layout"],
                 tuple(f.get("dtypes", [])), dict(f.get("params", {})), ops,
             )
         for r in doc["kernels"]:
             row = KernelRow(
-                r["kernel"], r["variant"], r["family"], _resolve(r["source"], base),
+                r["kernel"], r["variant"], r["family"], resolve_path(r["source"], base),
                 {c: tuple(v) for c, v in (r.get("cflags") or {}).items()},
                 dict(r.get("params", {})), r["label"], r["role"], dict(r.get("expect", {})),
             )
@@ -290,14 +290,14 @@ def load_table(paths: list[Path]) -> KernelTable:
     return KernelTable(families, tuple(rows))
 
 
-def _check_vl(vl: int, what: str) -> None:
+def check_vl(vl: int, what: str) -> None:
     if vl % VL_STEP or not VL_MIN <= vl <= VL_MAX:
         raise ConfigError(
             f"{what}: VL {vl} is not valid; SVE vector lengths are multiples of 128 from 128 to 2048 bits"
         )
 
 
-def _selection(table: KernelTable, sel: dict[str, Any]) -> dict[str, Any]:
+def selection(table: KernelTable, sel: dict[str, Any]) -> dict[str, Any]:
     kernel = sel["kernel"]
     if kernel not in table.kernels():
         raise ConfigError(f"unknown kernel '{kernel}'; known: {', '.join(table.kernels())}")
@@ -365,23 +365,23 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of parameters")
     raw = {**raw, **(overrides or {})}
-    _validate(raw, "sweep.schema.yaml", path)
+    validate_doc(raw, "sweep.schema.yaml", path)
     base = base_dir(path)
     # A config kept elsewhere may still name the shipped table (configs/kernels.yaml).
-    main_table = _resolve(raw["kernel_table"], base)
+    main_table = resolve_path(raw["kernel_table"], base)
     if not main_table.exists() and (REPO / raw["kernel_table"]).exists():
         main_table = REPO / raw["kernel_table"]
     tables = [main_table] + [
-        _resolve(p, path.resolve().parent) for p in raw.get("extra_kernel_tables", [])
+        resolve_path(p, path.resolve().parent) for p in raw.get("extra_kernel_tables", [])
     ]
     table = load_table(tables)
 
     vls = tuple(raw["vector_lengths"])
     for vl in vls:
-        _check_vl(vl, "vector_lengths")
+        check_vl(vl, "vector_lengths")
     vls_builds = tuple(raw.get("vls_vector_lengths", []))
     for vl in vls_builds:
-        _check_vl(vl, "vls_vector_lengths")
+        check_vl(vl, "vls_vector_lengths")
         if vl not in VLS_ALLOWED:
             raise ConfigError(
                 f"vls_vector_lengths: no VLS build at {vl} bits: -msve-vector-bits accepts only "
@@ -392,7 +392,7 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         supported = CPU_MODEL_VLS[m["name"]]
         wanted = tuple(m.get("vector_lengths", [v for v in vls + vls_builds if v in supported]))
         for vl in wanted:
-            _check_vl(vl, f"cpu_models/{m['name']}")
+            check_vl(vl, f"cpu_models/{m['name']}")
             if vl not in supported:
                 raise ConfigError(
                     f"cpu_models/{m['name']}: QEMU's {m['name']} model does not support VL {vl}; it supports {', '.join(map(str, supported))}"
@@ -406,7 +406,7 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
                 f"runs ({', '.join(f'{k}: {list(v)}' for k, v in cpu_models.items())}); add it there or drop the build"
             )
 
-    selections = [_selection(table, s) for s in raw["kernels"]]
+    selections = [selection(table, s) for s in raw["kernels"]]
     if raw.get("gem5"):
         _check_gem5(raw["gem5"])
     sizes = {k: list(v) for k, v in (raw.get("sizes") or {}).items()}
@@ -417,8 +417,8 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         raw=raw,
         table=table,
         table_paths=tables,
-        results_dir=_resolve(raw.get("results_dir", "results"), base),
-        build_dir=_resolve(raw.get("build_dir", "build"), base),
+        results_dir=resolve_path(raw.get("results_dir", "results"), base),
+        build_dir=resolve_path(raw.get("build_dir", "build"), base),
         compilers=list(raw.get("compilers", ["gcc"])),
         backends=list(raw.get("backends", ["qemu"])),
         cpu_models=cpu_models,
@@ -448,7 +448,7 @@ def _check_gem5(g: dict[str, Any]) -> None:
         if name not in systems:
             raise ConfigError(f"gem5/systems: unknown system '{name}'; configs/gem5_systems.yaml has {', '.join(systems)}")
         for vl in g.get("vector_lengths", GEM5_VLS):
-            _check_vl(vl, "gem5/vector_lengths")
+            check_vl(vl, "gem5/vector_lengths")
         if not [v for v in g.get("vector_lengths", GEM5_VLS) if v in systems[name]["vector_lengths"]]:
             raise ConfigError(f"gem5: system {name} supports none of the VLs asked for ({systems[name]['vector_lengths']})")
 

@@ -72,7 +72,7 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None) -> Regressio
             raise RegressError(f"{path}: regression/on_fingerprint_change/{part} names unknown tolerance set '{name}'")
     return Regression(
         sweep=sweep, name=Path(path).stem,
-        golden_dir=config._resolve(reg.get("golden_dir", "results/golden"), config.base_dir(Path(path))),
+        golden_dir=config.resolve_path(reg.get("golden_dir", "results/golden"), config.base_dir(Path(path))),
         metrics=list(reg["metrics"]), tolerance=list(reg.get("tolerance", [])),
         tolerance_sets=sets, on_change=dict(reg.get("on_fingerprint_change", {})),
     )

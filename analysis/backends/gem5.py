@@ -64,7 +64,7 @@ def gem5_version(gem5: Path) -> str:
 
 def load_systems(path: Path = SYSTEMS) -> dict[str, dict[str, Any]]:
     doc = yaml.safe_load(path.read_text())
-    config._validate(doc, "gem5_systems.schema.yaml", path)
+    config.validate_doc(doc, "gem5_systems.schema.yaml", path)
     return doc["systems"]
 
 
