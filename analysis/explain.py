@@ -152,30 +152,34 @@ def explain(cell: Cell, sweep: config.Sweep, counts: pd.DataFrame, prov: pd.Data
     funcs = [f for f in run_n["inscount"].get("roi_functions") or []]
     lines += ["## Functions executed inside the ROI (size n run)", "", "| function | instructions | SVE |", "|---|---|---|"]
     lines += [f"| `{f['symbol']}` | {f['total']} | {f['sve']} |" for f in funcs] + [""]
-    hot = next((f["symbol"] for f in funcs if f["symbol"] not in SKIP_FUNCS), None)
-    if hot is None and any(f["symbol"] == "main" for f in funcs):
-        hot = "main"  # a kernel inlined into main(): its loop is there
-    if hot:
-        lines += _hot_loop(binary, hot, run_n, run_0, cell, row)
+    candidates = [f["symbol"] for f in funcs if f["symbol"] not in SKIP_FUNCS] or \
+        [f["symbol"] for f in funcs if f["symbol"] == "main"]  # a kernel inlined into main(): its loop is there
+    lines += _hot_loop(binary, candidates, run_n, run_0, cell, row)
     lines += ["## Class breakdown", ""] + _metric_table(rows, "roi_net.class.", "class")
     lines += ["## Opcodes (mnemonics)", ""] + _metric_table(rows, "roi_net.op.", "mnemonic")
     lines += ["## Memory (ROI)", ""] + _metric_table(rows, "roi_net.mem.", "class.measure")
     return "\n".join(lines) + "\n"
 
 
-def _hot_loop(binary: Path, func: str, run_n: dict[str, Any], run_0: dict[str, Any], cell: Cell,
+def _hot_loop(binary: Path, functions: list[str], run_n: dict[str, Any], run_0: dict[str, Any], cell: Cell,
               row: config.KernelRow) -> list[str]:
-    insns = disassemble(binary, func)
+    """The loop of the ROI: in the functions by instructions executed, the first loop whose
+    back edge ran (a callee such as memcpy may run straight-line code on every call)."""
     counts_n = {int(e["encoding"], 16): e["count"] for e in run_n["opcodes"]["roi"]}
     counts_0 = {int(e["encoding"], 16): e["count"] for e in run_0["opcodes"]["roi"]}
-    found = loops(insns)
-    out = [f"## Hot loop: `{func}`", ""]
-    if not found:
-        return out + [f"`{func}` has no loop (no backward branch).", ""]
-    # The loop whose back edge ran most often; its encoding is unique enough inside the ROI.
-    branch, body = max(found, key=lambda lb: counts_n.get(lb[0].word, 0))
-    taken = counts_n.get(branch.word, 0) - counts_0.get(branch.word, 0)
-    out += [
+    for func in functions:
+        found = [(b, body, counts_n.get(b.word, 0) - counts_0.get(b.word, 0)) for b, body in loops(disassemble(binary, func))]
+        found = [f for f in found if f[2] > 0]
+        if found:
+            break
+    else:
+        return ["## Hot loop", "", f"No loop ran in the ROI's functions ({', '.join(functions) or 'none'}): "
+                "straight-line code only.", ""]
+    # Several loops: the one whose back edge ran most (its encoding is unique enough in the ROI).
+    branch, body, taken = max(found, key=lambda f: f[2])
+    out = [
+        f"## Hot loop: `{func}`",
+        "",
         f"- instructions per iteration: **{len(body)}** ({body[0].addr:#x} .. {branch.addr:#x})",
         f"- iterations at VL {cell.vl}: **{taken}** (executions of the back-edge `{branch.text}`, one per "
         f"iteration, at size {cell.size} minus at size 0)",
