@@ -47,15 +47,15 @@ def build(desc, vl_bits, cmd):
     for cpu in (system.cpu, system.switch_cpu):
         cpu.clk_domain = system.clk_domain
         cpu.workload = process
-    system.switch_cpu.system = system
 
     system.membus = O.SystemXBar()
     system.system_port = system.membus.cpu_side_ports
     system.l2bus = O.L2XBar()
-    system.l1i = cache(desc["l1i"], desc["cache_line"], read_only=True)
-    system.l1d = cache(desc["l1d"], desc["cache_line"])
     system.l2 = cache(desc["l2"], desc["cache_line"], level=2)
-    system.cpu.addPrivateSplitL1Caches(system.l1i, system.l1d)
+    # The L1s are children of the atomic CPU (system.cpu.icache/dcache); the O3 core takes
+    # over their ports when it is switched in.
+    system.cpu.addPrivateSplitL1Caches(cache(desc["l1i"], desc["cache_line"], read_only=True),
+                                       cache(desc["l1d"], desc["cache_line"]))
     system.cpu.createInterruptController()
     system.switch_cpu.createInterruptController()
     system.cpu.connectAllPorts(system.l2bus.cpu_side_ports, system.membus.cpu_side_ports,

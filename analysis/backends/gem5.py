@@ -31,7 +31,7 @@ STATS = {
     "system.switch_cpu.commitStats0.numInsts": "insts",
     "system.switch_cpu.commitStats0.numOps": "ops",
     "system.switch_cpu.ipc": "ipc",
-    "system.l1d.overallMisses::total": "l1d_misses",
+    "system.cpu.dcache.overallMisses::total": "l1d_misses",
     "system.l2.overallMisses::total": "l2_misses",
 }
 HOST_STATS = ("hostSeconds", "hostInstRate", "simInsts")
@@ -88,6 +88,14 @@ def parse_stats(text: str, where: str) -> dict[str, float]:
     return values
 
 
+def _read_first(outdir: Path, name: str) -> str:
+    """gem5's redirected output: simout.txt in v24, simout before."""
+    for candidate in (f"{name}.txt", name):
+        if (outdir / candidate).exists():
+            return (outdir / candidate).read_text(errors="replace")
+    return ""
+
+
 def command(gem5: Path, outdir: Path, system_json: Path, run: Run, exe: Path) -> list[str]:
     return [str(gem5), "-r", "-e", "-d", str(outdir), str(SCRIPT), "--system", str(system_json),
             "--vl", str(run.vl), "--", f"./{exe.name}", *run.argv()]
@@ -105,8 +113,7 @@ def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: R
         t0 = time.monotonic()
         proc = subprocess.run(cmd, cwd=exe.parent, capture_output=True, text=True)
         seconds = time.monotonic() - t0
-    simout = (outdir / "simout").read_text() if (outdir / "simout").exists() else ""
-    simerr = (outdir / "simerr").read_text() if (outdir / "simerr").exists() else ""
+    simout, simerr = (_read_first(outdir, name) for name in ("simout", "simerr"))
     if proc.returncode != 0:
         last = [ln for ln in (simerr + simout + proc.stderr).splitlines() if ln.strip() and "warn:" not in ln]
         raise RunError(f"{cell}: gem5 exited with {proc.returncode}: {last[-1] if last else '?'} (output in {outdir})")
