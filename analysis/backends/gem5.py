@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,9 @@ def skipped_message(sweep: config.Sweep) -> str:
 
 
 def gem5_version(gem5: Path) -> str:
-    out = subprocess.run([str(gem5), "--version"], capture_output=True, text=True)
+    """gem5 has no --version: its banner, printed before running an (empty) script, says it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([str(gem5), "-d", tmp, "/dev/null"], capture_output=True, text=True, cwd=tmp)
     m = re.search(r"gem5 version (\S+)", out.stdout + out.stderr)
     return f"gem5 {m.group(1)}" if m else "gem5 (version unknown)"
 
@@ -127,3 +130,32 @@ def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: R
         "gem5": {metric: stats[name] for name, metric in STATS.items()},
         "host": {name: stats[name] for name in HOST_STATS},
     }
+
+
+KEEP = re.compile(r"^(sim\w+|host\w+|finalTick|system\.switch_cpu\.(numCycles|ipc|cpi|commitStats0\.\S+)"
+                  r"|system\.cpu\.dcache\.overall\S+|system\.l2\.overall\S+)\s")
+
+
+def make_fixture(outdir: Path, dest: Path) -> None:
+    """Keep a real run as a parser test fixture: the ROI block of its stats.txt trimmed to the
+    statistics the harness reads and their neighbours, with where it came from."""
+    import hashlib
+
+    text = (outdir / "stats.txt").read_text()
+    begin = text.index("---------- Begin Simulation Statistics ----------")
+    end = text.index("---------- End Simulation Statistics   ----------") + len("---------- End Simulation Statistics   ----------")
+    block = text[begin:end].splitlines()
+    kept = [block[0]] + [ln for ln in block[1:-1] if KEEP.match(ln)] + [block[-1]]
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "stats.txt").write_text("\n".join(kept) + "\n")
+    simout = _read_first(outdir, "simout")
+    version = re.search(r"gem5 version (\S+)", simout)
+    command_line = re.search(r"^command line: (.*)$", simout, re.M)
+    values = parse_stats((dest / "stats.txt").read_text(), str(dest))
+    (dest / "provenance.json").write_text(json.dumps({
+        "gem5_version": f"gem5 {version.group(1)}" if version else "unknown",
+        "config_json_sha256": hashlib.sha256((outdir / "config.json").read_bytes()).hexdigest(),
+        "command": command_line.group(1) if command_line else "",
+        "note": "trimmed: the ROI block (first block) of a real stats.txt, only the lines the harness reads and their group",
+        "expected": {metric: values[name] for name, metric in STATS.items()},
+    }, indent=2) + "\n")
