@@ -1,10 +1,18 @@
 # Build stage: cross-compile every kernel once per build (VLA, VLS-N) into an object,
 # link it with one marker object per backend, and build the QEMU counting plugins.
+import glob
+import os
 import shlex
 
 
 def _cmd(words):
     return shlex.join(words)
+
+
+def _headers(source):
+    """Headers a source can include: those beside it and the harness API. Snakemake reads
+    no depfiles, so a header edit must show up as an input change."""
+    return sorted(glob.glob(os.path.join(os.path.dirname(str(source)), "*.h"))) + ["kernels/include/harness.h"]
 
 
 rule plugin:
@@ -49,7 +57,7 @@ rule harness_object:
 rule driver_object:
     input:
         src=lambda wc: str(TABLE.families[wc.family].driver or f"(family {wc.family} has no driver)"),
-        hdr="kernels/include/harness.h",
+        hdr=lambda wc: _headers(TABLE.families[wc.family].driver),
         gen=f"{BUILD}/gen/reduce_matrix.h",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
     output:
@@ -65,7 +73,7 @@ rule driver_object:
 rule kernel_object:
     input:
         src=lambda wc: str(TABLE.row(wc.kernel, wc.variant).source),
-        hdr="kernels/include/harness.h",
+        hdr=lambda wc: _headers(TABLE.row(wc.kernel, wc.variant).source),
         gen=f"{BUILD}/gen/reduce_matrix.h",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
     output:
