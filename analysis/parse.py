@@ -81,5 +81,5 @@ def decode_mnemonics(docs: list[dict[str, Any]]) -> dict[int, str]:
 
 def roi_symbol(run: dict[str, Any], ignore: tuple[str, ...] = ("roi_begin", "roi_end", "main")) -> str:
     """The function that executed most instructions inside the ROI (e.g. which memcpy ifunc)."""
-    funcs = [f for f in run["inscount"].get("roi_functions") or [] if f["symbol"] not in ignore]
+    funcs = [f for f in (run.get("inscount") or {}).get("roi_functions") or [] if f["symbol"] not in ignore]
     return funcs[0]["symbol"] if funcs else "?"
