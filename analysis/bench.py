@@ -29,6 +29,7 @@ from typing import Any
 from analysis import build, config
 from analysis.backends import qemu
 from analysis.cli import snakemake_cmd
+from analysis.table import read_counts
 
 REPO = config.REPO
 
@@ -98,18 +99,12 @@ def gem5_cycle_sweep(work: Path, cores: int) -> dict[str, Any] | None:
             o3_insts += run["host"]["simInsts"]
             o3_secs += run["host"]["hostSeconds"]
             ff_secs += run["seconds"] - run["host"]["hostSeconds"]
-    counts = pd_read(work / "results" / "counts.csv")
+    counts = read_counts(work / "results" / "counts.csv")
     whole = counts[(counts["backend"] == "qemu") & (counts["metric"] == "whole.total") & (counts["build"] == "vla")]
     ff_insts = float(whole[whole["vl"].isin(sweep.raw["gem5"]["vector_lengths"])]["value"].sum()) - o3_insts
     return {"seconds": round(seconds, 1), "target_s": 1800,
             "o3_insts_per_host_s": round(o3_insts / o3_secs) if o3_secs else None,
             "fast_forward_insts_per_host_s_approx": round(ff_insts / ff_secs) if ff_secs > 0 else None}
-
-
-def pd_read(path: Path):
-    from analysis.table import read_counts
-
-    return read_counts(path)
 
 
 def main(argv: list[str] | None = None) -> int:

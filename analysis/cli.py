@@ -34,7 +34,7 @@ def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra:
 
 
 def cmd_sweep(ns: argparse.Namespace) -> int:
-    overrides = dict(kv.split("=", 1) for kv in ns.set)
+    overrides = config.parse_overrides(ns.set)
     sweep = validate(ns.config, overrides)
     jobs = sweep.jobs()
     runs = sum(len(j.runs) for j in jobs)
@@ -43,7 +43,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
 
 
 def cmd_validate(ns: argparse.Namespace) -> int:
-    overrides = dict(kv.split("=", 1) for kv in ns.set)
+    overrides = config.parse_overrides(ns.set)
     sweep = validate(ns.config, overrides)
     print(f"{ns.config}: valid; {len(sweep.jobs())} count jobs")
     return 0
@@ -51,7 +51,7 @@ def cmd_validate(ns: argparse.Namespace) -> int:
 
 def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
     """Validate a one-cell request (kernel, variant, build, VL, size, op, dtype) like a sweep."""
-    overrides = dict(kv.split("=", 1) for kv in ns.set)
+    overrides = config.parse_overrides(ns.set)
     sweep = config.load(ns.config, overrides)
     sel = config.selection(sweep.table, {
         "kernel": ns.kernel, "variants": [ns.variant],

@@ -468,6 +468,10 @@ def add_sweep_args(parser: "argparse.ArgumentParser") -> None:
                         help="override a top-level string parameter (results_dir, build_dir)")
 
 
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    """`--set KEY=VALUE` options as a dict."""
+    return dict(kv.split("=", 1) for kv in pairs)
+
+
 def load_from_args(ns: "argparse.Namespace") -> Sweep:
-    overrides = dict(kv.split("=", 1) for kv in ns.set)
-    return load(ns.sweep, overrides)
+    return load(ns.sweep, parse_overrides(ns.set))

@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sweep = config.load_from_args(ns)
         counts = table.read_counts(sweep.results_dir / "counts.csv")
-        prov = pd.read_csv(sweep.results_dir / "provenance.csv", dtype={"op": str, "dtype": str}, keep_default_na=False)
+        prov = table.read_provenance(sweep.results_dir / "provenance.csv")
         text = explain(cell_from_args(ns, counts), sweep, counts, prov)
     except (config.ConfigError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

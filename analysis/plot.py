@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sweep = config.load_from_args(ns)
         counts = table.read_counts(ns.counts)
-        prov = pd.read_csv(ns.provenance, dtype={"op": str, "dtype": str}, keep_default_na=False)
+        prov = table.read_provenance(ns.provenance)
         vls = sorted(set(sweep.vector_lengths) | set(sweep.vls_vector_lengths))
         fig_dir = sweep.results_dir / "figures"
         for f in figures(sweep, has_gem5=bool((counts["backend"] == "gem5").any())):

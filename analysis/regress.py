@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ns = p.parse_args(argv)
     try:
-        reg = load(ns.config, dict(kv.split("=", 1) for kv in ns.set))
+        reg = load(ns.config, config.parse_overrides(ns.set))
         if ns.action == "bless":
             print(bless(reg, ns.cores))
             return 0

@@ -49,4 +49,9 @@ def write_provenance(df: pd.DataFrame, path: Path) -> None:
 
 
 def read_counts(path: Path) -> pd.DataFrame:
+    # op "-" and dtype names must stay strings, not NaN.
     return pd.read_csv(path, dtype={"op": str, "dtype": str}, keep_default_na=False)
+
+
+def read_provenance(path: Path) -> pd.DataFrame:
+    return read_counts(path)  # the same key columns, read the same way
