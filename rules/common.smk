@@ -1,6 +1,7 @@
 # Shared set-up: load and validate the sweep (schema, kernel table, VLs, sizes) and check
 # the toolchain before any job runs; bad input stops here with one line naming the fix.
 import json
+import os
 import sys
 
 sys.path.insert(0, workflow.basedir)
@@ -21,8 +22,10 @@ from analysis.backends import gem5 as G
 
 # The cycle sweep runs only where gem5 is found; elsewhere one line says how to enable it.
 GEM5 = G.find_gem5(SWEEP) if SWEEP.raw.get("gem5") else None
-if SWEEP.raw.get("gem5") and GEM5 is None:
+# Snakemake may read the workflow more than once per run: say it once.
+if SWEEP.raw.get("gem5") and GEM5 is None and not os.environ.get("SVE_HARNESS_GEM5_SKIP_SAID"):
     print(G.skipped_message(SWEEP), file=sys.stderr)
+    os.environ["SVE_HARNESS_GEM5_SKIP_SAID"] = "1"
 if GEM5:
     VERSIONS["gem5"] = G.gem5_version(GEM5)
 
