@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from analysis.backends import RunError, cell_name, parse_ok_line
+from analysis.backends import RunError, cell_name, parse_ok_line, staged
 from analysis.config import Run
 
 __all__ = [
@@ -212,18 +212,19 @@ def run_once(binary: Path, cpu_model: str, run: Run) -> dict[str, Any]:
     if armie is None:
         raise RunError("armie backend: needs an AArch64 host with armie on PATH")
     cell = cell_name(binary, cpu_model, run)
-    argv = [f"./{binary.name}", *run.argv()]
-    roi_cmd = build_command(armie, run.vl, INSCOUNT_CLIENT, argv[0], argv[1:])
-    roi, t_roi = _armie_run(roi_cmd, binary.parent, cell)
-    whole_cmd = roi_cmd[:4] + ["-a", "-noROI"] + roi_cmd[4:]
-    whole, _ = _armie_run(whole_cmd, binary.parent, cell)
-    for old in glob.glob(str(binary.parent / "undecoded*")):
-        os.unlink(old)
-    ops_cmd = build_command(armie, run.vl, OPCODES_CLIENT, argv[0], argv[1:])
-    _armie_run(ops_cmd, binary.parent, cell)
-    files = glob.glob(str(binary.parent / "undecoded*"))
-    if len(files) != 1:
-        raise RunError(f"{cell}: expected one undecoded.* file from {OPCODES_CLIENT}, found {len(files)}")
+    # Staged like the QEMU runs (fixed-length path, private directory for undecoded.*).
+    with staged(binary) as exe:
+        argv = [f"./{exe.name}", *run.argv()]
+        roi_cmd = build_command(armie, run.vl, INSCOUNT_CLIENT, argv[0], argv[1:])
+        roi, t_roi = _armie_run(roi_cmd, exe.parent, cell)
+        whole_cmd = roi_cmd[:4] + ["-a", "-noROI"] + roi_cmd[4:]
+        whole, _ = _armie_run(whole_cmd, exe.parent, cell)
+        ops_cmd = build_command(armie, run.vl, OPCODES_CLIENT, argv[0], argv[1:])
+        _armie_run(ops_cmd, exe.parent, cell)
+        files = glob.glob(str(exe.parent / "undecoded*"))
+        if len(files) != 1:
+            raise RunError(f"{cell}: expected one undecoded.* file from {OPCODES_CLIENT}, found {len(files)}")
+        undecoded = Path(files[0]).read_text()
     fields = parse_ok_line(roi.stdout, cell)
     roi_counts = parse_inscount(roi.stdout + roi.stderr)
     if roi_counts["total"] == 0:
@@ -233,5 +234,5 @@ def run_once(binary: Path, cpu_model: str, run: Run) -> dict[str, Any]:
         "argv": argv, "command": roi_cmd, "checksum": fields["checksum"], "seconds": round(t_roi, 3),
         "inscount": {"client": "armie-inscount", "markers": {"begin": None, "end": None, "balanced": True},
                      "whole": parse_inscount(whole.stdout + whole.stderr), "roi": roi_counts},
-        "opcodes": {"client": "armie-opcodes", "roi": parse_opcodes(Path(files[0]).read_text())},
+        "opcodes": {"client": "armie-opcodes", "roi": parse_opcodes(undecoded)},
     }
