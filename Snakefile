@@ -1,5 +1,6 @@
 # SVE kernel evaluation harness: instruction counts at every SVE vector length.
-# Stages, one rule file each: build -> count (qemu | armie) and simulate (gem5) -> collect -> plot.
+# Stages, one rule file each: build -> count (qemu | armie), simulate (gem5) and measure (perf)
+# -> collect -> plot.
 # Run it through ./harness (which installs what is missing first), or directly:
 #   snakemake --cores 2 --config sweep=configs/default.yaml
 from snakemake.utils import min_version
@@ -11,6 +12,7 @@ include: "rules/common.smk"
 include: "rules/build.smk"
 include: "rules/count.smk"
 include: "rules/simulate.smk"
+include: "rules/measure.smk"
 include: "rules/collect.smk"
 include: "rules/plot.smk"
 
@@ -22,3 +24,4 @@ rule all:
         figures=FIGURES,
         summary=f"{RESULTS}/summary.md",
         explained=EXPLAINED,
+        perf=PERF_OUTPUTS,

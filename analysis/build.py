@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from analysis.config import REPO, KernelTable, Sweep
-from analysis.toolchain import COMPILERS, cflags
+from analysis.toolchain import COMPILERS, compiler_cflags
 
 INCLUDE = REPO / "kernels" / "include"
 ROI_SOURCES = REPO / "kernels" / "roi"
@@ -35,8 +35,16 @@ def binary_path(build_dir: Path, compiler: str, build: str, backend: str, name: 
     return build_dir / compiler / build / "bin" / backend / name
 
 
-def roi_object(build_dir: Path, compiler: str, backend: str) -> Path:
+def roi_object(build_dir: Path, compiler: str, backend: str, build: str = "vla") -> Path:
+    """The marker object: one per cross compiler and backend (assembly, any build links it);
+    the perf backend's is C and built per native build."""
+    if backend == "perf":
+        return obj_dir(build_dir, compiler, build) / "roi_perf.o"
     return build_dir / compiler / "roi" / f"roi_{backend}.o"
+
+
+def roi_source(backend: str) -> Path:
+    return ROI_SOURCES / ("roi_perf.c" if backend == "perf" else f"roi_{backend}.S")
 
 
 def plugin_path(build_dir: Path, client: str) -> Path:
@@ -46,13 +54,14 @@ def plugin_path(build_dir: Path, client: str) -> Path:
 def compile_cmd(build_dir: Path, compiler: str, build: str, source: Path, out: Path, extra: tuple[str, ...] = ()) -> list[str]:
     comp = COMPILERS[compiler]
     return [
-        *comp.cc, *cflags(vls_bits(build), extra),
+        *comp.cc, *compiler_cflags(compiler, build, vls_bits(build), extra),
         f"-I{INCLUDE}", f"-I{gen_dir(build_dir)}", "-c", str(source), "-o", str(out),
     ]
 
 
 def kernel_flags(table: KernelTable, kernel: str, variant: str, compiler: str) -> tuple[str, ...]:
-    return table.row(kernel, variant).cflags.get(compiler, ())
+    # Native builds use gcc: the table's gcc flags (e.g. "keep it scalar") apply to them.
+    return table.row(kernel, variant).cflags.get("gcc" if compiler == "native" else compiler, ())
 
 
 def kernel_objects(build_dir: Path, table: KernelTable, compiler: str, build: str, kernel: str, variant: str) -> dict[str, Path]:
@@ -79,13 +88,13 @@ def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kerne
     table = sweep.table
     row = table.row(kernel, variant)
     objs = kernel_objects(bd, table, compiler, build, kernel, variant)
-    roi = roi_object(bd, compiler, backend)
+    roi = roi_object(bd, compiler, backend, build)
     driver = table.families[row.family].driver
     lines = [compile_cmd(bd, compiler, build, driver, objs["driver"])] if driver else []
     lines += [
-        compile_cmd(bd, compiler, build, row.source, objs["kernel"], row.cflags.get(compiler, ())),
+        compile_cmd(bd, compiler, build, row.source, objs["kernel"], kernel_flags(table, kernel, variant, compiler)),
         compile_cmd(bd, compiler, build, HARNESS_SOURCE, objs["harness"]),
-        compile_cmd(bd, compiler, "vla", ROI_SOURCES / f"roi_{backend}.S", roi),
+        compile_cmd(bd, compiler, build if backend == "perf" else "vla", roi_source(backend), roi),
         link_cmd(compiler, [*objs.values(), roi], binary_path(bd, compiler, build, backend, row.name)),
     ]
     return [shlex.join(c) for c in lines]

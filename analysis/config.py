@@ -27,6 +27,7 @@ DTYPE_SIZE = {
 }
 NO_OP = "-"  # the op column of kernels that are not reductions
 GEM5_VLS = (128, 256, 512, 1024, 2048)
+PERF_VLS = (128, 256, 512)  # what A64FX offers
 
 
 class ConfigError(Exception):
@@ -51,6 +52,7 @@ class Family:
     dtypes: tuple[str, ...]
     params: dict[str, Any]
     ops: dict[str, OpSpec]
+    traffic: dict[str, float]  # bytes read/written per call as multiples of size; {} = undeclared
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class KernelRow:
     label: str
     role: str
     expect: dict[str, Any]
+    host_native: bool = False
 
     @property
     def name(self) -> str:
@@ -193,6 +196,26 @@ class Sweep:
                 jobs.append(Job(Binary(compiler, "vla", "gem5", row.kernel, row.variant), name, runs))
         return jobs
 
+    def perf_jobs(self, sve: bool, host: bool) -> list[Job]:
+        """Native runs under perf: one Job per (build, kernel row). `sve`: the VLA build at
+        every perf VL (prctl); `host`: the host_native rows built for the host's ISA, VL 0."""
+        p = self.raw.get("perf")
+        if not p:
+            return []
+        builds = ([("vla", tuple(p.get("vector_lengths", PERF_VLS)))] if sve else []) + ([("host", (0,))] if host else [])
+        jobs = []
+        for sel in self.selections:
+            for variant, (build, vls) in itertools.product(sel["variants"], builds):
+                row = self.table.row(sel["kernel"], variant)
+                if build == "host" and not row.host_native:
+                    continue
+                runs = tuple(
+                    Run(vl, size, op, dtype, run_params(self.table, row, op, dtype))
+                    for vl in vls for op, dtype in sel["op_dtypes"] for size in p["sizes"][row.family]
+                )
+                jobs.append(Job(Binary("native", build, "perf", row.kernel, row.variant), "native", runs))
+        return jobs
+
     def run_sizes(self, family: str) -> list[int]:
         sizes = {0}
         for s in self.sizes[family]:
@@ -271,13 +294,14 @@ def load_table(paths: list[Path]) -> KernelTable:
             }
             families[name] = Family(
                 name, f["description"], resolve_path(f["driver"], base) if "driver" in f else None, f["size"], f["layout"],
-                tuple(f.get("dtypes", [])), dict(f.get("params", {})), ops,
+                tuple(f.get("dtypes", [])), dict(f.get("params", {})), ops, dict(f.get("traffic", {})),
             )
         for r in doc["kernels"]:
             row = KernelRow(
                 r["kernel"], r["variant"], r["family"], resolve_path(r["source"], base),
                 {c: tuple(v) for c, v in (r.get("cflags") or {}).items()},
                 dict(r.get("params", {})), r["label"], r["role"], dict(r.get("expect", {})),
+                bool(r.get("host_native", False)),
             )
             if any(x.kernel == row.kernel and x.variant == row.variant for x in rows):
                 raise ConfigError(f"{path}: kernel {row.kernel} variant {row.variant} is declared twice")
@@ -336,25 +360,25 @@ def selection(table: KernelTable, sel: dict[str, Any]) -> dict[str, Any]:
     return {"kernel": kernel, "variants": list(variants), "op_dtypes": pairs, "family": fam.name}
 
 
-def _check_sizes(table: KernelTable, sizes: dict[str, list[int]], selections: list[dict[str, Any]]) -> None:
+def _check_sizes(table: KernelTable, sizes: dict[str, list[int]], selections: list[dict[str, Any]], where: str = "sizes") -> None:
     for fam_name, values in sizes.items():
         if fam_name not in table.families:
-            raise ConfigError(f"sizes: unknown family '{fam_name}'; known: {', '.join(table.families)}")
+            raise ConfigError(f"{where}: unknown family '{fam_name}'; known: {', '.join(table.families)}")
         for s in values:
             if s < 1:
                 raise ConfigError(
-                    f"sizes/{fam_name}: size {s} is not valid; sizes are byte counts >= 1 (0, the baseline, always runs)"
+                    f"{where}/{fam_name}: size {s} is not valid; sizes are byte counts >= 1 (0, the baseline, always runs)"
                 )
     for sel in selections:
         fam = table.families[sel["family"]]
         if fam.name not in sizes:
-            raise ConfigError(f"sizes: no size for family '{fam.name}' (kernel {sel['kernel']}); add sizes/{fam.name}")
+            raise ConfigError(f"{where}: no size for family '{fam.name}' (kernel {sel['kernel']}); add {where}/{fam.name}")
         for _, dtype in sel["op_dtypes"]:
             unit = DTYPE_SIZE[dtype] * int(fam.params.get("blocklen", 1))
             for s in sizes[fam.name]:
                 if s % unit:
                     raise ConfigError(
-                        f"sizes/{fam.name}: {s} bytes is not a multiple of {unit} (one block of {dtype}) for kernel {sel['kernel']}"
+                        f"{where}/{fam.name}: {s} bytes is not a multiple of {unit} (one block of {dtype}) for kernel {sel['kernel']}"
                     )
 
 
@@ -411,6 +435,8 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         _check_gem5(raw["gem5"])
     sizes = {k: list(v) for k, v in (raw.get("sizes") or {}).items()}
     _check_sizes(table, sizes, selections)
+    if raw.get("perf"):
+        _check_perf(raw["perf"], table, selections)
 
     sweep = Sweep(
         path=path,
@@ -451,6 +477,27 @@ def _check_gem5(g: dict[str, Any]) -> None:
             check_vl(vl, "gem5/vector_lengths")
         if not [v for v in g.get("vector_lengths", GEM5_VLS) if v in systems[name]["vector_lengths"]]:
             raise ConfigError(f"gem5: system {name} supports none of the VLs asked for ({systems[name]['vector_lengths']})")
+
+
+def _check_perf(p: dict[str, Any], table: KernelTable, selections: list[dict[str, Any]]) -> None:
+    for vl in p.get("vector_lengths", PERF_VLS):
+        check_vl(vl, "perf/vector_lengths")
+    for key in ("sizes", "flush"):
+        for fam in p.get(key, {}):
+            if fam not in table.families:
+                raise ConfigError(f"perf/{key}: unknown family '{fam}'; known: {', '.join(table.families)}")
+    for sel in selections:
+        if sel["family"] not in p["sizes"]:
+            raise ConfigError(f"perf/sizes: no size for family '{sel['family']}' (kernel {sel['kernel']}); add perf/sizes/{sel['family']}")
+    _check_sizes(table, {k: list(v) for k, v in p["sizes"].items()}, selections, "perf/sizes")
+    for fig in p.get("figures", []):
+        for sel in fig["series"]:
+            _check_selector(table, sel, f"perf/figures/{fig['name']}")
+        if fig["kind"] == "bandwidth":
+            for sel in fig["series"]:
+                fam = table.families[table.row(sel["kernel"], sel.get("variant") or table.variants(sel["kernel"])[0]).family]
+                if not fam.traffic:
+                    raise ConfigError(f"perf/figures/{fig['name']}: family {fam.name} declares no traffic in the kernel table; bandwidth is undefined")
 
 
 def _check_selector(table: KernelTable, sel: dict[str, Any], where: str) -> None:

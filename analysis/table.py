@@ -21,7 +21,7 @@ class TableError(Exception):
     pass
 
 
-def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
+def write_csv(df: pd.DataFrame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     df.to_csv(tmp, index=False)
@@ -39,13 +39,13 @@ def write_counts(df: pd.DataFrame, path: Path) -> None:
     df = df.assign(schema_version=SCHEMA_VERSION)[COLUMNS].sort_values(KEY, kind="stable").reset_index(drop=True)
     check_unique(df, KEY, str(path))
     df["value"] = df["value"].astype("int64")
-    _atomic_csv(df, path)
+    write_csv(df, path)
 
 
 def write_provenance(df: pd.DataFrame, path: Path) -> None:
     df = df.sort_values(PROVENANCE_KEY, kind="stable").reset_index(drop=True)
     check_unique(df, PROVENANCE_KEY, str(path))
-    _atomic_csv(df, path)
+    write_csv(df, path)
 
 
 def read_counts(path: Path) -> pd.DataFrame:

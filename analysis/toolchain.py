@@ -40,6 +40,18 @@ COMPILERS = {
     "gcc": Compiler("gcc", ("aarch64-linux-gnu-gcc",), ("-static",)),
     # clang finds the Debian cross sysroot and linker from the target triple.
     "clang": Compiler("clang", ("clang-14", "--target=aarch64-linux-gnu"), ("-static",)),
+    # The perf backend's native builds: the host's own gcc, dynamically linked like any
+    # program on that machine. Its kernels take the gcc cflags of the kernel table.
+    "native": Compiler("native", ("gcc",), ()),
+}
+CROSS_COMPILERS = ("gcc", "clang")
+
+# Native builds: "vla" = SVE, VL set at run time by prctl (an AArch64 host with SVE);
+# "host" = the host's plain ISA (x86-64, or AArch64 without SVE) for the baselines.
+# Both repeat the measured call (HARNESS_REPEAT, see harness.h).
+NATIVE_CFLAGS = {
+    "vla": ("-O3", "-march=armv8.2-a+sve", "-std=gnu11", "-Wall", "-Wextra", "-DHARNESS_REPEAT"),
+    "host": ("-O3", "-std=gnu11", "-Wall", "-Wextra", "-DHARNESS_REPEAT"),
 }
 
 
@@ -48,6 +60,12 @@ def cflags(vls_bits: int | None, extra: tuple[str, ...] = ()) -> list[str]:
     if vls_bits:
         flags.append(f"-msve-vector-bits={vls_bits}")
     return flags + list(extra)
+
+
+def compiler_cflags(compiler: str, build: str, vls_bits: int | None, extra: tuple[str, ...] = ()) -> list[str]:
+    if compiler == "native":
+        return [*NATIVE_CFLAGS[build], *extra]
+    return cflags(vls_bits, extra)
 
 
 def _run(cmd: list[str]) -> str:

@@ -90,6 +90,9 @@ rule kernel_object:
 
 
 rule roi_object:
+    wildcard_constraints:
+        compiler="gcc|clang",
+        backend="qemu|armie|gem5",
     input:
         src="kernels/roi/roi_{backend}.S",
         inc="kernels/roi/roi_slot.inc",
@@ -104,10 +107,26 @@ rule roi_object:
         "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
 
 
+# The perf backend's markers are C (perf control, timing, repetitions), built per native build.
+rule roi_perf_object:
+    input:
+        src="kernels/roi/roi_perf.c",
+        hdr="kernels/include/harness.h",
+        cc=stamp("compiler.native"),
+    output:
+        f"{BUILD}/native/{{build}}/obj/roi_perf.o",
+    log:
+        f"{BUILD}/logs/native/{{build}}/roi_perf.log",
+    params:
+        cmd=lambda wc, input, output: _cmd(B.compile_cmd(SWEEP.build_dir, "native", wc.build, input.src, output[0])),
+    shell:
+        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+
+
 rule link:
     input:
         objs=lambda wc: list(B.kernel_objects(SWEEP.build_dir, TABLE, wc.compiler, wc.build, wc.kernel, wc.variant).values()),
-        roi=f"{BUILD}/{{compiler}}/roi/roi_{{backend}}.o",
+        roi=lambda wc: str(B.roi_object(SWEEP.build_dir, wc.compiler, wc.backend, wc.build)),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/bin/{{backend}}/{{kernel}}-{{variant}}",
     log:

@@ -63,9 +63,9 @@ def find_job(wc, backend):
 
 
 wildcard_constraints:
-    compiler="gcc|clang",
-    build=r"vla|vls\d+",
-    backend="qemu|armie|gem5",
+    compiler="gcc|clang|native",
+    build=r"vla|vls\d+|host",
+    backend="qemu|armie|gem5|perf",
     kernel="[a-z][a-z0-9_]*",
     variant="[a-z][a-z0-9_]*",
     family="[a-z][a-z0-9_]*",

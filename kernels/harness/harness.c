@@ -68,9 +68,13 @@ static int parse_size(const char *s, size_t *out)
 
 static unsigned read_vl_bits(void)
 {
+#ifdef __ARM_FEATURE_SVE
     uint64_t bytes;
     __asm__ volatile("rdvl %0, #1" : "=r"(bytes));
     return (unsigned)(bytes * 8);
+#else
+    return 0; /* a host build without SVE: the perf backend's host-native baselines */
+#endif
 }
 
 static int key_index(const char *key, size_t len)
@@ -96,8 +100,13 @@ void harness_init_vls(int argc, char **argv, const char *const *keys, unsigned b
 
     if (argc < 3)
         harness_usage_error("expected at least 2 arguments, got %d", argc > 0 ? argc - 1 : 0);
+#ifdef __ARM_FEATURE_SVE
     if (!parse_size(argv[1], &vl) || vl < 128 || vl > 2048 || vl % 128 != 0)
         harness_usage_error("vl_bits '%s' is not a multiple of 128 in [128, 2048]", argv[1]);
+#else
+    if (!parse_size(argv[1], &vl) || vl != 0)
+        harness_usage_error("vl_bits '%s': this build has no SVE, the only VL is 0", argv[1]);
+#endif
     if (!parse_size(argv[2], &h.size))
         harness_usage_error("size '%s' is not a non-negative decimal integer", argv[2]);
     h.vl_asked = (unsigned)vl;

@@ -93,4 +93,34 @@ HARNESS_NORETURN void harness_ok(uint64_t checksum);
 void roi_begin(void);
 void roi_end(void);
 
+/* The measured call, between the markers. Counting backends run it once, as written.
+ * Native timing builds (the perf backend compiles with -DHARNESS_REPEAT and links
+ * roi_perf.o) run it harness_calls() times: each call is preceded by `reset` (which
+ * restores the inputs a call consumes, so every call does the same work; nothing for
+ * kernels that do not modify their inputs) and by harness_before_call() (the optional
+ * cache flush), both outside the markers. The count builds never see `reset`, so their
+ * code is the same as a plain roi_begin(); call; roi_end(); */
+#ifdef HARNESS_REPEAT
+unsigned harness_calls(void);
+void harness_before_call(void);
+#define HARNESS_ROI(reset, call)                                              \
+    do {                                                                      \
+        for (unsigned harness_call_ = 0; harness_call_ < harness_calls();     \
+             harness_call_++) {                                               \
+            reset;                                                            \
+            harness_before_call();                                            \
+            roi_begin();                                                      \
+            call;                                                             \
+            roi_end();                                                        \
+        }                                                                     \
+    } while (0)
+#else
+#define HARNESS_ROI(reset, call) \
+    do {                         \
+        roi_begin();             \
+        call;                    \
+        roi_end();               \
+    } while (0)
+#endif
+
 #endif

@@ -92,9 +92,7 @@ int main(int argc, char **argv)
                 unpacked[k * sbytes + b] = (unsigned char)~expect[k * sbytes + b];
     }
 
-    roi_begin();
-    vector_kernel(packed, unpacked, count, blocklen, stride, esize);
-    roi_end();
+    HARNESS_ROI((void)0, vector_kernel(packed, unpacked, count, blocklen, stride, esize));
 
     size_t i = first_mismatch(out, expect, out_bytes);
     if (i < out_bytes) {

@@ -1,0 +1,209 @@
+"""Measure backend: native runs under `perf stat`, counters scoped to the ROI.
+
+Each process is started as
+
+    perf stat -x ';' -o perf.csv --control fd:CTL_R,ACK_W -D -1 -e EVENTS -- taskset -c CORE ./k ARGS
+
+with counting disabled until the kernel's roi_perf.o writes "enable" to the control pipe at
+a measured ROI and "disable" after it (docs/contracts.md section 4). The process repeats its
+call (warm-up calls, then `calls` measured ones), so perf's totals are per process and
+`analysis.perftable` divides them by `calls`. Events this machine cannot count are kept as
+rows with status unsupported; the run goes on.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.backends import RunError, cell_name, parse_ok_line, staged
+from analysis.config import Run, Sweep
+
+SEP = ";"  # perf does not quote fields; event names may contain commas
+OK, UNSUPPORTED, NOT_COUNTED, UNKNOWN = "ok", "unsupported", "not_counted", "unknown_event"
+HOST_FIX = "sysctl kernel.perf_event_paranoid=2 (or run as root)"
+
+
+@dataclass
+class PerfStatus:
+    """What this machine can measure, and one line for each part it cannot."""
+    perf: str | None
+    version: str | None
+    sve: bool
+    host: bool
+    messages: list[str] = field(default_factory=list)
+
+
+def host_has_sve(cpuinfo: str | None = None) -> bool:
+    """AArch64 with the `sve` hardware capability (listed in /proc/cpuinfo's Features)."""
+    if cpuinfo is None:
+        if platform.machine() != "aarch64":
+            return False
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    return any(line.startswith("Features") and "sve" in line.split(":", 1)[1].split() for line in cpuinfo.splitlines())
+
+
+def host_cpu() -> str:
+    """The CPU's model name (x86) or implementer/part (AArch64, A64FX = 0x46/0x001)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.machine()
+    fields = dict(
+        (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in info.splitlines()) if v
+    )
+    if "model name" in fields:
+        return fields["model name"]
+    return f"{platform.machine()} implementer {fields.get('CPU implementer', '?')} part {fields.get('CPU part', '?')}"
+
+
+def detect(sweep: Sweep) -> PerfStatus | None:
+    """None when the sweep has no perf section."""
+    p = sweep.raw.get("perf")
+    if not p:
+        return None
+    perf = shutil.which(p.get("perf", "perf"))
+    if perf is None:
+        return PerfStatus(None, None, False, False, [
+            f"perf: skipped: '{p.get('perf', 'perf')}' not found (Debian: apt-get install linux-perf; Ubuntu: linux-tools-generic)"])
+    version = subprocess.run([perf, "--version"], capture_output=True, text=True).stdout.strip()
+    probe = subprocess.run([perf, "stat", "-x", SEP, "-e", "task-clock", "--", "true"],
+                           capture_output=True, text=True, env=_env({}))
+    if probe.returncode != 0 or "task-clock" not in probe.stderr:
+        why = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        return PerfStatus(perf, version, False, False, [f"perf: skipped: perf cannot count here ({why}); fix: {HOST_FIX}"])
+    status = PerfStatus(perf, version, False, bool(p.get("host_baselines", True)))
+    if p.get("sve", "auto") == "off":
+        status.messages.append("perf: SVE runs off (perf/sve: off in the sweep)")
+    elif host_has_sve():
+        status.sve = True
+    else:
+        status.messages.append(
+            f"perf: SVE runs skipped: this host ({platform.machine()}) has no SVE; run the sweep on an "
+            "AArch64 SVE machine such as A64FX (README: perf on A64FX)")
+    return status
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    # A fixed, minimal environment (C locale: perf's decimal point) plus the ROI settings.
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", **extra}
+
+
+def parse_csv(text: str) -> list[dict[str, Any]]:
+    """`perf stat -x ';'` lines as dicts: value (float or None), unit, event, status, running
+    percentage. Layout (shared/reference/a64fx-perf.md, observed with perf 6.1): value;unit;
+    event;[variance% with -r];runtime;percent;[metric;metric unit]."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        f = line.split(SEP)
+        if len(f) < 3:
+            continue
+        rest = f[3:]
+        if rest and rest[0].endswith("%"):  # the variance column of -r
+            rest = rest[1:]
+        value: float | None
+        if f[0] == "<not supported>":
+            value, status = None, UNSUPPORTED
+        elif f[0] == "<not counted>":
+            value, status = None, NOT_COUNTED
+        else:
+            try:
+                value, status = float(f[0]), OK
+            except ValueError:
+                raise RunError(f"perf stat printed an unreadable value: {line!r}") from None
+        pct = float(rest[1]) if len(rest) > 1 and rest[1] else None
+        rows.append({"event": f[2], "value": value, "unit": f[1], "status": status, "running_pct": pct})
+    return rows
+
+
+def probe_events(perf: str, events: list[str]) -> dict[str, str]:
+    """Which configured events perf accepts here: {event: OK | UNKNOWN (perf rejects the
+    name) | UNSUPPORTED | NOT_COUNTED}. Rejected names cannot be passed to the real runs
+    (perf would refuse them all), so they are probed one at a time."""
+    out = {}
+    for ev in events:
+        proc = subprocess.run([perf, "stat", "-x", SEP, "-e", ev, "--", "true"], capture_output=True, text=True, env=_env({}))
+        rows = parse_csv(proc.stderr) if proc.returncode == 0 else []
+        out[ev] = rows[0]["status"] if len(rows) == 1 else UNKNOWN
+    return out
+
+
+def perf_command(perf: str, events: list[str], csv: Path, ctl: tuple[int, int], core: int, exe: Path, argv: list[str]) -> list[str]:
+    """ctl = (fd perf reads commands from, fd perf writes acks to)."""
+    return [perf, "stat", "-x", SEP, "-o", str(csv), "--control", f"fd:{ctl[0]},{ctl[1]}", "-D", "-1",
+            "-e", ",".join(events), "--", shutil.which("taskset") or "taskset", "-c", str(core),
+            f"./{exe.name}", *argv]
+
+
+@dataclass(frozen=True)
+class Settings:
+    perf: str
+    events: tuple[str, ...]  # those perf accepts here, in the configured order
+    calls: int
+    warmup: int
+    flush_bytes: int
+    core: int
+
+
+def settings_for(sweep: Sweep, family: str, perf: str, accepted: list[str]) -> Settings:
+    p = sweep.raw["perf"]
+    return Settings(perf, tuple(accepted), int(p.get("calls", 10)), int(p.get("warmup", 2)),
+                    int(p.get("flush", {}).get(family, 0)), int(p.get("core", 0)))
+
+
+def parse_times(text: str, cell: str, calls: int) -> list[int]:
+    lines = text.split("\n")
+    head = dict(ln.split() for ln in lines[:3] if len(ln.split()) == 2)
+    measured = int(head.get("measured", -1))
+    if measured != calls:
+        raise RunError(
+            f"{cell}: {measured} of {calls} calls were measured (warm-up {head.get('warmup')}); the kernel must "
+            "run its call through HARNESS_ROI(reset, call) (kernels/include/harness.h) so it can be repeated")
+    return [int(x) for x in lines[3:3 + measured]]
+
+
+def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:
+    """One process: its per-event totals over the measured calls and its per-call times."""
+    cell = cell_name(binary, "native", run)
+    with staged(binary) as exe:
+        work = exe.parent
+        ctl_r, ctl_w = os.pipe()
+        ack_r, ack_w = os.pipe()
+        env = _env({
+            "SVE_HARNESS_CALLS": str(s.calls), "SVE_HARNESS_WARMUP": str(s.warmup),
+            "SVE_HARNESS_FLUSH_BYTES": str(s.flush_bytes), "SVE_HARNESS_TIMES": str(work / "times.txt"),
+            "SVE_HARNESS_PERF_CTL_FD": str(ctl_w), "SVE_HARNESS_PERF_ACK_FD": str(ack_r),
+        })
+        cmd = perf_command(s.perf, list(s.events), work / "perf.csv", (ctl_r, ack_w), s.core, exe, run.argv())
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
+                                  pass_fds=(ctl_r, ctl_w, ack_r, ack_w))
+        finally:
+            for fd in (ctl_r, ctl_w, ack_r, ack_w):
+                os.close(fd)
+        seconds = time.monotonic() - t0
+        if proc.returncode != 0:
+            msg = [ln for ln in proc.stderr.splitlines() if not ln.startswith("Events ")][-1:] or [f"exit {proc.returncode}"]
+            if proc.returncode == 3:
+                msg.append(f"the CPU does not offer VL {run.vl}: set perf/vector_lengths to VLs it offers (A64FX: 128, 256, 512)")
+            raise RunError(f"{cell}: {'; '.join(msg)} (exit {proc.returncode}; command: {' '.join(cmd)})")
+        fields = parse_ok_line(proc.stdout, cell)
+        rows = parse_csv((work / "perf.csv").read_text())
+        if len(rows) != len(s.events):
+            raise RunError(f"{cell}: perf reported {len(rows)} counters for {len(s.events)} events ({[r['event'] for r in rows]})")
+        times = parse_times((work / "times.txt").read_text() if (work / "times.txt").exists() else "", cell, s.calls)
+    for ev, row in zip(s.events, rows):
+        row["event"] = ev  # perf may print it as e.g. cycles:u
+    return {"vl_seen": int(fields["vl"]), "checksum": fields["checksum"], "counters": rows,
+            "times_ns": times, "seconds": round(seconds, 3), "command": cmd}
