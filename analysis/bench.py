@@ -7,8 +7,9 @@ writes results/bench.json; it asserts nothing (timing belongs here, not in the t
 4. the regression set (`./harness regress`) from a clean tree (target < 60 s);
    where gem5 is found: the default cycle sweep on that tree (target < 30 min) and gem5's
    simulated instructions per host second, O3 and fast-forward;
-5. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full;
-6. plugin overhead: a kernel whose plain QEMU run takes >= 2 s, plain vs all three
+5. the default sweep's perf measurements (host baselines here, SVE runs on A64FX);
+6. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full;
+7. plugin overhead: a kernel whose plain QEMU run takes >= 2 s, plain vs all three
    counting clients, median of 5 (target < 1.3x).
 """
 from __future__ import annotations
@@ -50,11 +51,29 @@ def timed(cmd: list[str], **kw: Any) -> float:
     return time.monotonic() - t0
 
 
-def sweep_time(cfg: str, work: Path, cores: int, gem5: bool = True) -> float:
-    """Wall time of one sweep; gem5=False hides gem5 so that only the counts are timed."""
+def sweep_time(cfg: str, work: Path, cores: int, gem5: bool = True, target: str = "counts_all") -> float:
+    """Wall time of one sweep's target (counts_all: everything but the perf measurements);
+    gem5=False hides gem5 so that only the counts are timed."""
     over = {"results_dir": str(work / "results"), "build_dir": str(work / "build")}
     env = os.environ if gem5 else {k: v for k, v in os.environ.items() if k != "GEM5"}
-    return timed(snakemake_cmd(cfg, over, cores, ["--quiet", "all"]), cwd=REPO, env=env)
+    return timed(snakemake_cmd(cfg, over, cores, ["--quiet", target]), cwd=REPO, env=env)
+
+
+def perf_measurements(work: Path, cores: int) -> dict[str, Any] | None:
+    """The default sweep's perf part on this machine (host baselines here; SVE on A64FX)."""
+    from analysis.backends import perf as P
+
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    status = P.detect(sweep)
+    jobs = sweep.perf_jobs(status.sve, status.host) if status else []
+    for m in status.messages if status else []:
+        print(m, flush=True)
+    if not jobs:
+        return None
+    p = sweep.raw["perf"]
+    processes = sum(len(j.runs) for j in jobs) * int(p.get("processes", 30))
+    return {"seconds": round(sweep_time("configs/default.yaml", work, cores, gem5=False, target="perf_all"), 1),
+            "jobs": len(jobs), "processes": processes, "sve": status.sve, "host": status.host}
 
 
 def overhead(work: Path, cores: int, repeats: int = 5) -> dict[str, Any]:
@@ -141,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
             g = report["gem5"]
             print(f"gem5 default cycle sweep: {g['seconds']} s (target < 1800 s); O3 {g['o3_insts_per_host_s']} "
                   f"insts/host s, fast-forward ~{g['fast_forward_insts_per_host_s_approx']} insts/host s", flush=True)
+        report["perf"] = perf_measurements(work / "default", ns.cores)
+        if report["perf"]:
+            pm = report["perf"]
+            print(f"perf measurements of the default sweep: {pm['seconds']} s for {pm['processes']} processes "
+                  f"({pm['jobs']} jobs; SVE: {pm['sve']}, host baselines: {pm['host']})", flush=True)
         report["overhead"] = overhead(work / "default", ns.cores)
         o = report["overhead"]
         print(f"plugin overhead: {o['counted_median_s']} s / {o['plain_median_s']} s = {o['ratio']}x (target < 1.3x)", flush=True)

@@ -48,7 +48,7 @@ def lines(df: pd.DataFrame, table: config.KernelTable, fig: dict[str, Any], vl: 
             if op != config.NO_OP:
                 label += f" [{op} {dtype}]"
             out.append((("host ISA, " if build == "host" else "") + label, build == "host", g))
-    return out
+    return sorted(out, key=lambda line: line[1])  # SVE lines first, host baselines after
 
 
 def plot(df: pd.DataFrame, table: config.KernelTable, fig: dict[str, Any], out: Path, cpu: str) -> None:

@@ -41,6 +41,9 @@ MIN_PY="3.11"
 APT_BASE=(gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
           qemu-user gcc libc6-dev make python3 python3-venv git)
 APT_CLANG=(clang-14)
+# perf, for the native measurements: Debian's package. Elsewhere perf is optional: the
+# workflow says in one line that it skipped the measurements and why.
+if grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then APT_BASE+=(linux-perf); fi
 # Host toolchain named in every apt install command (protects it from removal).
 HOST_TOOLCHAIN=(gcc libc6-dev make binutils)
 # Also named when already installed, for the same reason.

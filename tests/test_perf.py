@@ -1,0 +1,311 @@
+"""The perf backend: CSV parsing on real and synthetic output, command lines, statistics and
+bandwidth arithmetic, the ROI control protocol end to end with host-native builds and
+software events, the native SVE build's prctl VL under QEMU, and the skip lines."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from analysis import build, config, perftable, toolchain
+from analysis.backends import RunError
+from analysis.backends import perf as P
+from conftest import REPO, snakemake
+
+FIX = REPO / "tests" / "fixtures" / "perf"
+PERF_HOST = REPO / "tests" / "configs" / "perf_host.yaml"
+
+
+# --- parsing `perf stat -x ';'` ---------------------------------------------------------
+
+def test_parse_real_output_with_unsupported_rows() -> None:
+    rows = P.parse_csv((FIX / "x86_plain.csv").read_text())
+    assert [r["event"] for r in rows] == ["task-clock", "page-faults", "cycles", "instructions"]
+    assert rows[0] == {"event": "task-clock", "value": 0.72, "unit": "msec", "status": P.OK, "running_pct": 100.0}
+    assert rows[1]["value"] == 91.0 and rows[1]["unit"] == ""
+    assert rows[2]["status"] == P.UNSUPPORTED and rows[2]["value"] is None  # never a zero
+
+
+def test_parse_real_repeat_output_skips_the_variance_column() -> None:
+    rows = P.parse_csv((FIX / "x86_repeat5.csv").read_text())
+    assert [(r["event"], r["value"], r["running_pct"]) for r in rows] == [
+        ("task-clock", 0.67, 100.0), ("context-switches", 0.0, 100.0), ("cycles", None, 100.0)]
+
+
+def test_parse_synthetic_a64fx_output() -> None:
+    rows = {r["event"]: r for r in P.parse_csv((FIX / "a64fx_synthetic.csv").read_text())}
+    assert rows["SVE_INST_RETIRED"]["value"] == 262150.0
+    assert rows["L1D_CACHE_REFILL"]["running_pct"] == 89.43  # multiplexed, kept visible
+    assert rows["L2D_CACHE_REFILL"]["status"] == P.NOT_COUNTED
+    assert rows["BUS_READ_TOTAL_MEM"]["status"] == P.UNSUPPORTED
+
+
+def test_unreadable_value_is_an_error() -> None:
+    with pytest.raises(RunError, match="unreadable"):
+        P.parse_csv("12,5;;cycles;100;100.00;;\n")
+
+
+def test_perf_command_line() -> None:
+    cmd = P.perf_command("/usr/bin/perf", ["task-clock", "r8002"], Path("/w/perf.csv"), (5, 8), 3, Path("/w/k"), ["0512", "000000004096"])
+    taskset = shutil.which("taskset") or "taskset"
+    assert cmd == ["/usr/bin/perf", "stat", "-x", ";", "-o", "/w/perf.csv", "--control", "fd:5,8", "-D", "-1",
+                   "-e", "task-clock,r8002", "--", taskset, "-c", "3", "./k", "0512", "000000004096"]
+
+
+def test_times_file_must_hold_every_measured_call() -> None:
+    assert P.parse_times("warmup 1\ncalls 2\nmeasured 2\n10\n20\n", "cell", 2) == [10, 20]
+    # A kernel that calls roi_begin/roi_end once instead of HARNESS_ROI: nothing measured.
+    with pytest.raises(RunError, match="HARNESS_ROI"):
+        P.parse_times("warmup 2\ncalls 4\nmeasured 0\n", "cell", 4)
+
+
+@pytest.mark.parametrize("cpuinfo, sve", [
+    ("processor\t: 0\nFeatures\t: fp asimd evtstrm sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm fcma dcpop sve\n"
+     "CPU implementer\t: 0x46\nCPU part\t: 0x001\n", True),  # A64FX's line
+    ("Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp\n", False),
+    ("Features\t: fp asimd sve2\n", False),
+    ("flags\t\t: fpu vme de pse tsc msr pae mce sve\n", False),
+])
+def test_sve_detection_from_cpuinfo(cpuinfo: str, sve: bool) -> None:
+    assert P.host_has_sve(cpuinfo) is sve
+
+
+# --- statistics and bandwidth -------------------------------------------------------------
+
+def _proc(task_clock: float | None, times: list[int], status: str = P.OK) -> dict:
+    return {"counters": [
+        {"event": "task-clock", "value": task_clock, "unit": "msec", "status": status, "running_pct": 100.0},
+        {"event": "cycles", "value": None, "unit": "", "status": P.UNSUPPORTED, "running_pct": 100.0},
+    ], "times_ns": times, "seconds": 0.1}
+
+
+META = {"kernel": "reduce", "variant": "acle", "layout": "contiguous", "build": "vla", "cpu_model": "native",
+        "compiler": "native", "calls": 2, "traffic": {"read": 2, "write": 1},
+        "events": {"task-clock": P.OK, "cycles": P.UNSUPPORTED, "SVE_INST_RETIRED": P.UNKNOWN}}
+
+
+def test_statistics_per_call_over_processes_and_bandwidth() -> None:
+    rec = {"vl": 512, "size": 1000, "op": "max", "dtype": "float",
+           "processes": [_proc(2.0, [100, 300]), _proc(4.0, [200, 200]), _proc(6.0, [400, 400])]}
+    rows = {r["metric"]: r for r in perftable.cell_rows(META, rec)}
+    tc = rows["task-clock"]
+    assert (tc["n"], tc["mean"], tc["min"], tc["max"]) == (3, 2.0, 1.0, 3.0)  # totals / 2 calls
+    assert tc["std"] == pytest.approx(1.0)
+    t = rows[perftable.TIME]
+    assert (t["mean"], t["min"], t["max"], t["unit"]) == (pytest.approx(800 / 3), 200.0, 400.0, "ns")
+    bw = rows[perftable.BANDWIDTH]  # (2 + 1) x 1000 bytes / per-process mean time
+    assert bw["unit"] == "GB/s"
+    assert bw["mean"] == pytest.approx((3000 / 200 + 3000 / 200 + 3000 / 400) / 3)
+    assert bw["max"] == pytest.approx(15.0) and bw["min"] == pytest.approx(7.5)
+    # Unsupported and unknown events are rows without statistics, never zeros.
+    assert rows["cycles"]["status"] == P.UNSUPPORTED and rows["cycles"]["n"] == 0 and "mean" not in rows["cycles"]
+    assert rows["SVE_INST_RETIRED"]["status"] == P.UNKNOWN
+
+
+def test_an_event_unsupported_in_one_process_has_no_statistics() -> None:
+    rec = {"vl": 512, "size": 8, "op": "max", "dtype": "float",
+           "processes": [_proc(2.0, [1, 1]), _proc(None, [1, 1], P.NOT_COUNTED)]}
+    rows = {r["metric"]: r for r in perftable.cell_rows(META, rec)}
+    assert rows["task-clock"]["status"] == P.NOT_COUNTED and rows["task-clock"]["n"] == 0
+
+
+def test_no_traffic_declared_no_bandwidth_row() -> None:
+    rec = {"vl": 0, "size": 8, "op": "-", "dtype": "uint8", "processes": [_proc(1.0, [5, 5])]}
+    metrics = {r["metric"] for r in perftable.cell_rows({**META, "traffic": {}}, rec)}
+    assert perftable.BANDWIDTH not in metrics and perftable.TIME in metrics
+
+
+def test_plots_from_the_synthetic_a64fx_table(tmp_path: Path) -> None:
+    """Fig. 11 (one panel per VL) and Fig. 12 (VL 512) from a SYNTHETIC A64FX-like table."""
+    import matplotlib.pyplot as plt
+
+    from analysis import perfplot
+
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    rows = []
+    for vl in (0, 128, 256, 512):
+        for kernel, variant, op, dtype in [("pack", "blocks_call", "-", "float"), ("pack", "acle", "-", "float"),
+                                           ("reduce", "acle", "max", "float"), ("copy", "glibc_memcpy", "-", "uint8")]:
+            if vl == 0 and variant == "acle":
+                continue
+            for size in (4096, 65536):
+                for metric, mean in ((perftable.TIME, size / (vl or 64)), (perftable.BANDWIDTH, vl or 64)):
+                    rows.append({"kernel": kernel, "variant": variant, "op": op, "dtype": dtype, "layout": "-",
+                                 "build": "host" if vl == 0 else "vla", "cpu_model": "native", "backend": "perf",
+                                 "compiler": "native", "vl": vl, "size": size, "metric": metric, "status": P.OK,
+                                 "unit": "", "n": 30, "mean": mean, "std": 0.1, "min": mean, "max": mean, "running_pct": math.nan})
+    df = pd.DataFrame(rows)
+    figs = {f["name"]: f for f in sweep.raw["perf"]["figures"]}
+    opened = []
+    orig = plt.subplots
+
+    def spy(*a, **kw):  # record the panels each figure gets
+        f, axes = orig(*a, **kw)
+        opened.append(axes.shape)
+        return f, axes
+
+    plt.subplots = spy
+    try:
+        perfplot.plot(df, sweep.table, figs["fig11_pack_unpack_time"], tmp_path / "f11.png", "synthetic")
+        perfplot.plot(df, sweep.table, figs["fig12_reduce_bandwidth"], tmp_path / "f12.png", "synthetic")
+    finally:
+        plt.subplots = orig
+    assert opened == [(1, 3), (1, 1)]
+    assert (tmp_path / "f11.png").stat().st_size > 0 and (tmp_path / "f12.png").stat().st_size > 0
+    fig11 = perfplot.lines(df, sweep.table, figs["fig11_pack_unpack_time"], 256)
+    assert [(label.split(":")[0], host) for label, host, _ in fig11] == [
+        ("pack blocks_call", False), ("pack acle", False), ("host ISA, pack blocks_call", True)]
+
+
+# --- configuration --------------------------------------------------------------------------
+
+def _sweep_with_perf(tmp_path: Path, perf: dict) -> Path:
+    doc = yaml.safe_load(PERF_HOST.read_text())
+    doc["perf"] = {**doc["perf"], **perf}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize("perf, message", [
+    ({"sizes": {"copy": [4096]}}, "perf/sizes: no size for family 'reduce'"),
+    ({"flush": {"nosuch": 1}}, "perf/flush: unknown family 'nosuch'"),
+    ({"vector_lengths": [100]}, "perf/vector_lengths: VL 100 is not valid"),
+    ({"sizes": {"copy": [4096], "reduce": [6]}}, "perf/sizes/reduce: 6 bytes is not a multiple of 4"),
+    ({"events": ["cycles;x"]}, "perf/events/0"),
+])
+def test_bad_perf_config_is_one_line(tmp_path: Path, perf: dict, message: str) -> None:
+    with pytest.raises(config.ConfigError, match=message.replace("(", r"\(")):
+        config.load(_sweep_with_perf(tmp_path, perf))
+
+
+def test_skip_lines_name_the_reason(tmp_path: Path) -> None:
+    missing = P.detect(config.load(_sweep_with_perf(tmp_path, {"perf": "no-such-perf"})))
+    assert missing is not None and not missing.sve and not missing.host
+    assert missing.messages == [
+        "perf: skipped: 'no-such-perf' not found (Debian: apt-get install linux-perf; Ubuntu: linux-tools-generic)"]
+    off = P.detect(config.load(_sweep_with_perf(tmp_path, {"sve": "off"})))
+    assert off is not None and not off.sve
+    if off.perf and off.host:
+        assert off.messages == ["perf: SVE runs off (perf/sve: off in the sweep)"]
+    assert P.detect(config.load(REPO / "configs" / "tiny.yaml")) is None  # no perf section: nothing said
+
+
+# --- the native SVE build under QEMU: prctl sets the VL, rdvl checks it -----------------------
+
+@pytest.fixture(scope="module")
+def sve_native(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The copy-acle_4v perf binary as the native SVE build makes it, but cross-compiled (static)
+    so that QEMU runs it: the closest this machine gets to A64FX."""
+    out = tmp_path_factory.mktemp("svenative")
+    gen = out / "gen"
+    gen.mkdir()
+    objs = []
+    for src in ("kernels/copy/driver.c", "kernels/copy/acle_4v.c", "kernels/harness/harness.c", "kernels/roi/roi_perf.c"):
+        obj = out / (Path(src).stem + ".o")
+        cmd = ["aarch64-linux-gnu-gcc", *toolchain.NATIVE_CFLAGS["vla"], f"-I{build.INCLUDE}", f"-I{gen}",
+               "-c", str(REPO / src), "-o", str(obj)]
+        subprocess.run(cmd, check=True, capture_output=True)
+        objs.append(str(obj))
+    exe = out / "k"
+    subprocess.run(["aarch64-linux-gnu-gcc", "-static", "-o", str(exe), *objs], check=True, capture_output=True)
+    return exe
+
+
+def _qemu(exe: Path, cpu: str, vl: int, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    # QEMU starts at its default VL (512 for max); only the program's prctl changes it.
+    return subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in (env or {}).items()], "qemu-aarch64", "-cpu", cpu,
+                           str(exe), str(vl), "4096"], capture_output=True, text=True, cwd=exe.parent)
+
+
+@pytest.mark.parametrize("vl", [128, 256, 2048])
+def test_native_build_sets_the_vl_with_prctl(sve_native: Path, vl: int) -> None:
+    proc = _qemu(sve_native, "max", vl)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"ok vl={vl} size=4096 ")
+
+
+def test_native_build_reports_the_vl_granted(sve_native: Path) -> None:
+    """A64FX offers 128/256/512: asking 384 is rounded down to 256, and the run fails with both."""
+    proc = _qemu(sve_native, "a64fx", 384)
+    assert proc.returncode == 3
+    assert "asked 384 bits, running at 256 bits" in proc.stderr
+
+
+def test_native_build_repeats_the_call(sve_native: Path, tmp_path: Path) -> None:
+    times = tmp_path / "t.txt"
+    proc = _qemu(sve_native, "a64fx", 512, {"SVE_HARNESS_CALLS": "3", "SVE_HARNESS_WARMUP": "2",
+                                            "SVE_HARNESS_FLUSH_BYTES": "65536", "SVE_HARNESS_TIMES": str(times)})
+    assert proc.returncode == 0, proc.stderr
+    lines = times.read_text().split()
+    assert lines[:6] == ["warmup", "2", "calls", "3", "measured", "3"]
+    assert len(lines) == 9 and all(int(x) > 0 for x in lines[6:])
+
+
+# --- end to end on this machine: host-native builds, software events --------------------------
+
+def _host_status() -> P.PerfStatus:
+    status = P.detect(config.load(PERF_HOST))
+    assert status is not None
+    if not status.host:
+        pytest.skip("; ".join(status.messages))
+    return status
+
+
+@pytest.fixture(scope="module")
+def host_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _host_status()
+    work = tmp_path_factory.mktemp("perfhost")
+    proc = snakemake(PERF_HOST, work / "build", work / "results", ["perf_all"])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return work
+
+
+def test_host_baselines_end_to_end(host_run: Path) -> None:
+    status = _host_status()
+    res = host_run / "results"
+    df = perftable.read(res / "perf.csv")
+    host = df[df["build"] == "host"]
+    # Only the kernels the table marks host_native; no SVE rows on a host without SVE.
+    assert sorted(set(host["kernel"] + "-" + host["variant"])) == ["copy-c_scalar", "copy-glibc_memcpy", "reduce-c_scalar"]
+    assert status.sve or set(df["build"]) == {"host"}
+    assert set(host["vl"]) == {0} and set(host["size"]) == {4096, 65536}
+    tc = host[host["metric"] == "task-clock"]
+    assert (tc["status"] == P.OK).all() and (tc["n"] == 3).all() and (tc["mean"] >= 0).all()
+    times = host[host["metric"] == perftable.TIME]
+    assert len(times) == 6 and (times["n"] == 3).all() and (times["min"] > 0).all()
+    assert (times["min"] <= times["mean"]).all() and (times["mean"] <= times["max"]).all()
+    bw = host[host["metric"] == perftable.BANDWIDTH].set_index(["kernel", "size"])
+    t = times.set_index(["kernel", "size"])
+    # The per-process means differ, so bandwidth's min comes from time's max: exact arithmetic.
+    assert bw.loc[("reduce", 65536), "min"] == pytest.approx(3 * 65536 / t.loc[("reduce", 65536), "max"])
+    if platform.machine() == "x86_64":
+        assert set(host[host["metric"] == "SVE_INST_RETIRED"]["status"]) == {P.UNKNOWN}
+    assert (res / "figures" / "perf_time.png").stat().st_size > 0
+    assert (res / "figures" / "perf_bandwidth.png").stat().st_size > 0
+    summary = (res / "perf_summary.md").read_text()
+    assert "processes x 4 calls (+1 warm-up)" in summary
+    raw = json.loads((res / "raw" / "perf" / "native" / "host" / "native" / "reduce-c_scalar.json").read_text())
+    assert raw["meta"]["flush_bytes"] == 1048576 and raw["meta"]["traffic"] == {"read": 2, "write": 1}
+
+
+def test_counters_are_scoped_to_the_roi(host_run: Path) -> None:
+    """task-clock with --control counts the copy only; without it, the whole process (allocation,
+    fill, verification of 4 MiB) counts several times more."""
+    status = _host_status()
+    exe = build.binary_path(host_run / "build", "native", "host", "perf", "copy-c_scalar")
+    run = config.Run(0, 1 << 22, "-", "uint8", ())
+    s = P.Settings(status.perf or "perf", ("task-clock",), calls=1, warmup=0, flush_bytes=0, core=0)
+    roi_ms = P.run_process(exe, run, s)["counters"][0]["value"]
+    whole = subprocess.run([status.perf or "perf", "stat", "-x", ";", "-e", "task-clock", "--", str(exe), *run.argv()],
+                           capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+    whole_ms = P.parse_csv(whole.stderr)[0]["value"]
+    assert 0 < roi_ms < 0.5 * whole_ms, (roi_ms, whole_ms)
