@@ -39,7 +39,26 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     jobs = sweep.jobs()
     runs = sum(len(j.runs) for j in jobs)
     print(f"sweep {ns.config}: {len(jobs)} count jobs, {runs} runs, results in {sweep.results_dir}", flush=True)
+    say_perf_plan(sweep)
     return subprocess.call(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args))
+
+
+def say_perf_plan(sweep: config.Sweep) -> None:
+    """What the perf part will measure here, and one line per part it skips (said here, so
+    the workflow does not repeat them)."""
+    from analysis.backends import perf
+
+    status = perf.detect(sweep)
+    if status is None:
+        return
+    jobs = sweep.perf_jobs(status.sve, status.host)
+    if jobs:
+        procs = sum(len(j.runs) for j in jobs) * int(sweep.raw["perf"].get("processes", 30))
+        print(f"perf: {len(jobs)} measurement jobs, {procs} processes (SVE: {'yes' if status.sve else 'no'}, "
+              f"host baselines: {'yes' if status.host else 'no'})", flush=True)
+    for line in status.messages:
+        print(line, flush=True)
+    os.environ["SVE_HARNESS_PERF_SKIP_SAID"] = "1"
 
 
 def cmd_validate(ns: argparse.Namespace) -> int:

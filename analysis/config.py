@@ -388,6 +388,8 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
     raw = _read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of parameters")
+    if "extends" in raw:
+        raw = _extended(path, raw)
     raw = {**raw, **(overrides or {})}
     validate_doc(raw, "sweep.schema.yaml", path)
     base = base_dir(path)
@@ -434,7 +436,8 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
     if raw.get("gem5"):
         _check_gem5(raw["gem5"])
     sizes = {k: list(v) for k, v in (raw.get("sizes") or {}).items()}
-    _check_sizes(table, sizes, selections)
+    if raw.get("backends", ["qemu"]) or raw.get("gem5"):  # a perf-only sweep has no count sizes
+        _check_sizes(table, sizes, selections)
     if raw.get("perf"):
         _check_perf(raw["perf"], table, selections)
 
@@ -466,6 +469,18 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
     return sweep
 
 
+def _extended(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
+    """`extends: other.yaml`: that sweep's parameters, each top-level key given here replacing
+    the other's whole (one level only, so a file says everything that differs)."""
+    parent_path = resolve_path(raw["extends"], base_dir(path))
+    parent = _read_yaml(parent_path)
+    if not isinstance(parent, dict):
+        raise ConfigError(f"{parent_path}: expected a mapping of parameters")
+    if "extends" in parent:
+        raise ConfigError(f"{path}: extends {parent_path}, which extends another file; extend the last one directly")
+    return {**parent, **{k: v for k, v in raw.items() if k != "extends"}}
+
+
 def _check_gem5(g: dict[str, Any]) -> None:
     from analysis.backends import gem5
 
@@ -490,6 +505,9 @@ def _check_perf(p: dict[str, Any], table: KernelTable, selections: list[dict[str
         if sel["family"] not in p["sizes"]:
             raise ConfigError(f"perf/sizes: no size for family '{sel['family']}' (kernel {sel['kernel']}); add perf/sizes/{sel['family']}")
     _check_sizes(table, {k: list(v) for k, v in p["sizes"].items()}, selections, "perf/sizes")
+    for chk in p.get("checks", []):
+        for key in ("numerator", "denominator"):
+            _check_selector(table, chk[key], f"perf/checks/{chk['id']}")
     for fig in p.get("figures", []):
         for sel in fig["series"]:
             _check_selector(table, sel, f"perf/figures/{fig['name']}")

@@ -215,6 +215,8 @@ def discussed_cells(sweep: config.Sweep) -> list[Cell]:
     """The cells results/summary.md discusses: each check's series at the smallest and the
     largest VL of the VLA build (first CPU model, compiler and backend of the sweep)."""
     cells: list[Cell] = []
+    if not sweep.backends:  # a perf-only sweep counts nothing
+        return cells
     for chk in sweep.checks:
         for key in ("numerator", "denominator", "series"):
             sel = chk.get(key)

@@ -44,7 +44,8 @@ def lines(df: pd.DataFrame, table: config.KernelTable, fig: dict[str, Any], vl: 
             g = g[g["vl"] == (vl if build == "vla" else 0)].sort_values("size")
             if g.empty:
                 continue
-            label = f"{sel['kernel']} {variant}: {table.row(sel['kernel'], variant).label}"
+            # No ROI symbol is recorded for native runs: drop the placeholder.
+            label = f"{sel['kernel']} {variant}: {table.row(sel['kernel'], variant).label.replace(' ({roi_symbol})', '')}"
             if op != config.NO_OP:
                 label += f" [{op} {dtype}]"
             out.append((("host ISA, " if build == "host" else "") + label, build == "host", g))
@@ -83,7 +84,35 @@ def plot(df: pd.DataFrame, table: config.KernelTable, fig: dict[str, Any], out: 
     plt.close(f)
 
 
-def summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[str]) -> str:
+def check_rows(df: pd.DataFrame, checks: list[dict[str, Any]], sizes: dict[str, list[int]], table: config.KernelTable) -> list[str]:
+    """One Markdown row per (claim, VL): our ratio beside the paper's, or why there is none."""
+    out = []
+    sve_vls = sorted(v for v in df["vl"].unique() if v > 0)
+    for chk in checks:
+        metric = chk.get("metric", perftable.TIME)
+        fam = table.row(chk["numerator"]["kernel"], chk["numerator"].get("variant") or table.variants(chk["numerator"]["kernel"])[0]).family
+        size = chk.get("size", max(sizes[fam]))
+        vls = chk.get("vector_lengths", sve_vls)
+        if not sve_vls:
+            out.append(f"| {chk['figure']} | {chk['claim']} | - | not measured: no SVE runs on this machine | {chk['target']} | - |")
+            continue
+        for vl in vls:
+            def mean(sel: dict[str, Any]) -> float | None:
+                d = _match(df, sel)
+                d = d[(d["metric"] == metric) & (d["vl"] == vl) & (d["size"] == size) & (d["status"] == P.OK)]
+                return float(d["mean"].iloc[0]) if len(d) == 1 else None
+
+            num, den = mean(chk["numerator"]), mean(chk["denominator"])
+            if num is None or not den:
+                out.append(f"| {chk['figure']} | {chk['claim']} | {vl} | no data at size {size} | {chk['target']} | - |")
+                continue
+            ratio = num / den
+            ok = abs(ratio / chk["target"] - 1) <= chk["tolerance"]
+            out.append(f"| {chk['figure']} | {chk['claim']} | {vl} | {ratio:.3g} ({metric}, {size} B) | {chk['target']} | {'pass' if ok else 'FAIL'} |")
+    return out
+
+
+def summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[str], checks: list[str] | None = None) -> str:
     lines_ = ["# perf measurements (native runs)", ""]
     lines_ += [f"- {m}" for m in messages]
     for meta in {(m["build"], m["cpu"]): m for m in metas}.values():
@@ -94,7 +123,9 @@ def summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[str]) 
         probe = metas[0]["events"]
         bad = {e: s for e, s in probe.items() if s != P.OK}
         lines_.append("- events: " + ", ".join(f"{e} ({s})" if e in bad else e for e, s in probe.items()))
-    lines_ += ["", "Statistics are over processes; each process contributes its value per call.", "",
+    if checks:
+        lines_ += ["", "## The paper's claims (A64FX)", "", "| Fig. | claim | VL | ours | paper | verdict |", "|---|---|---:|---|---:|---|", *checks]
+    lines_ += ["", "## Every cell", "", "Statistics are over processes; each process contributes its value per call.", "",
                "| kernel | variant | op/dtype | build | VL | size | metric | mean | std | min | max | unit |",
                "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---|"]
     # Events without a value are listed once above; the table keeps the measured rows.
@@ -121,7 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         cpu = next((m["cpu"] for m in metas if m["build"] == "host"), "host")
         for fig in sweep.raw["perf"].get("figures", []):
             plot(df, sweep.table, fig, sweep.results_dir / "figures" / f"{fig['name']}.png", cpu)
-        ns.summary.write_text(summary(df, metas, ns.message))
+        perf = sweep.raw["perf"]
+        checks = check_rows(df, perf.get("checks", []), perf["sizes"], sweep.table)
+        ns.summary.write_text(summary(df, metas, ns.message, checks))
     except (config.ConfigError, OSError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -99,13 +99,15 @@ def check_qemu() -> str:
 def preflight(compilers: list[str], backends: list[str]) -> dict[str, str]:
     """Check every tool the sweep needs; return their version lines (for stamps and provenance)."""
     versions: dict[str, str] = {}
+    if not backends:  # a perf-only sweep: nothing is cross-built or counted
+        compilers = []
     for c in compilers:
         comp = COMPILERS[c]
         if shutil.which(comp.cc[0]) is None:
             fix = "./harness setup --with-clang" if c == "clang" else "./harness setup"
             raise ToolchainError(f"cross compiler {comp.cc[0]} not found: run {fix}")
         versions[f"compiler.{c}"] = comp.version()
-    if shutil.which(OBJDUMP) is None:
+    if backends and shutil.which(OBJDUMP) is None:
         raise ToolchainError(f"{OBJDUMP} not found: run ./harness setup (binutils-aarch64-linux-gnu)")
     if "qemu" in backends:
         if shutil.which(QEMU) is None:

@@ -6,6 +6,9 @@
 #                                    exit 0 if all present, else 1
 #   setup/install.sh --with-clang    also the clang cross toolchain (clang-14)
 #   setup/install.sh --force         ignore the stamp and recheck everything
+#   setup/install.sh --venv-only     only the Python venv: no apt, no tool checks (a cluster
+#                                    without apt or root, e.g. A64FX nodes; ./harness does
+#                                    this when HARNESS_VENV_ONLY=1)
 #   setup/install.sh --check-simulation FILE
 #                                    apply the apt removal guard to a saved
 #                                    `apt-get install -s` output (used by tests)
@@ -279,6 +282,7 @@ setup_venv() {
 
 MODE=install
 WITH_CLANG=0
+VENV_ONLY=0
 FORCE=0
 SIMFILE=""
 while [[ $# -gt 0 ]]; do
@@ -287,7 +291,8 @@ while [[ $# -gt 0 ]]; do
         --with-clang) WITH_CLANG=1 ;;
         --force) FORCE=1 ;;
         --check-simulation) MODE=simcheck; SIMFILE="${2:-}"; shift || true ;;
-        -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --venv-only) VENV_ONLY=1 ;;
+        -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option '$1'; see $ME --help" ;;
     esac
     shift
@@ -302,6 +307,7 @@ fi
 APT_PKGS=("${APT_BASE[@]}")
 CMDS=("${CMDS_BASE[@]}")
 if [[ $WITH_CLANG -eq 1 ]]; then APT_PKGS+=("${APT_CLANG[@]}"); CMDS+=("${CMDS_CLANG[@]}"); fi
+if [[ $VENV_ONLY -eq 1 ]]; then APT_PKGS=(); CMDS=(); fi
 
 [[ -f "$REQS" ]] || die "requirements.txt missing at $REQS; restore it from git"
 

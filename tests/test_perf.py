@@ -309,3 +309,28 @@ def test_counters_are_scoped_to_the_roi(host_run: Path) -> None:
                            capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
     whole_ms = P.parse_csv(whole.stderr)[0]["value"]
     assert 0 < roi_ms < 0.5 * whole_ms, (roi_ms, whole_ms)
+
+
+def test_slurm_profile_gives_measurements_a_whole_node(tmp_path: Path) -> None:
+    """The executor profile parses with the pinned plugin and sizes the measure jobs (dry run:
+    nothing is submitted)."""
+    proc = subprocess.run(
+        [str(Path(os.sys.executable).parent / "snakemake"), "-n", "-p", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(REPO), "--workflow-profile", str(REPO / "configs" / "profiles" / "slurm"),
+         "--config", f"sweep={REPO / 'configs' / 'a64fx.yaml'}", f"results_dir={tmp_path / 'r'}", f"build_dir={tmp_path / 'b'}"],
+        capture_output=True, text=True)
+    if "perf: skipped" in proc.stderr and "measure_perf" not in proc.stdout:
+        pytest.skip("perf cannot count here, so the sweep has no measure jobs")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    blocks = [b for b in proc.stdout.split("\n\n") if "rule measure_perf:" in b]
+    assert blocks and all("cpus_per_task=48" in b and "slurm_extra=--exclusive" in b for b in blocks)
+
+
+def test_a64fx_config_is_the_default_perf_part_only(tmp_path: Path) -> None:
+    default, a64fx = config.load(REPO / "configs" / "default.yaml"), config.load(REPO / "configs" / "a64fx.yaml")
+    assert a64fx.jobs() == [] and a64fx.backends == [] and not a64fx.raw["gem5"]
+    assert a64fx.raw["perf"] == default.raw["perf"] and a64fx.perf_jobs(True, True) == default.perf_jobs(True, True)
+    chained = tmp_path / "c.yaml"
+    chained.write_text(f"extends: {REPO / 'configs' / 'a64fx.yaml'}\n")
+    with pytest.raises(config.ConfigError, match="extends .*a64fx.yaml, which extends another file"):
+        config.load(chained)
