@@ -1,4 +1,5 @@
-"""Count stage entry point: run one job (a binary on a CPU model) through a backend.
+"""Count stage entry point: run one job (a binary on a CPU model) through a backend
+(qemu, armie, gem5, or perf for the native measurements).
 
 Called by the count rules; writes one JSON file of raw per-run counts, or fails with one
 line naming the cell (the rule then leaves no output, so no later stage reads a partial job).
@@ -10,26 +11,30 @@ import sys
 from pathlib import Path
 
 from analysis import build, config, toolchain
-from analysis.backends import RunError, armie, count_job, gem5, qemu
+from analysis.backends import RunError, armie, count_job, gem5, perf, qemu
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     config.add_sweep_args(p)
-    p.add_argument("--backend", required=True, choices=["qemu", "armie", "gem5"])
+    p.add_argument("--backend", required=True, choices=["qemu", "armie", "gem5", "perf"])
     for key in ("compiler", "build", "cpu", "kernel", "variant", "out"):
         p.add_argument(f"--{key}", required=True)
     ns = p.parse_args(argv)
     try:
         sweep = config.load_from_args(ns)
         systems = gem5.load_systems() if ns.backend == "gem5" else {}
-        jobs = sweep.gem5_jobs(systems) if ns.backend == "gem5" else sweep.jobs()
+        jobs = (sweep.gem5_jobs(systems) if ns.backend == "gem5" else
+                sweep.perf_jobs(sve=True, host=True) if ns.backend == "perf" else sweep.jobs())
         job = next(
             j for j in jobs
             if (j.binary.backend, j.binary.compiler, j.binary.build, j.cpu_model, j.binary.kernel, j.binary.variant)
             == (ns.backend, ns.compiler, ns.build, ns.cpu, ns.kernel, ns.variant)
         )
         binary = build.binary_path(sweep.build_dir, ns.compiler, ns.build, ns.backend, job.binary.name)
+        if ns.backend == "perf":  # native runs: no cross toolchain to check, statistics over processes
+            perf.measure_job(sweep, job, binary, Path(ns.out))
+            return 0
         row = sweep.table.row(ns.kernel, ns.variant)
         meta = {
             "kernel": ns.kernel, "variant": ns.variant, "family": row.family, "role": row.role,

@@ -38,8 +38,8 @@ rule measure_perf:
         perf=json.dumps({k: v for k, v in SWEEP.raw.get("perf", {}).items() if k not in ("sizes", "figures")}, sort_keys=True),
         args=SWEEP_ARGS,
     shell:
-        "{PY} -m analysis.measure {params.args} --build {wildcards.build} --kernel {wildcards.kernel} "
-        "--variant {wildcards.variant} --out {output} 2> {log} || {{ tail -n 1 {log} >&2; exit 1; }}"
+        "{PY} -m analysis.count {params.args} --backend perf --compiler native --cpu native --build {wildcards.build} "
+        "--kernel {wildcards.kernel} --variant {wildcards.variant} --out {output} 2> {log} || {{ tail -n 1 {log} >&2; exit 1; }}"
 
 
 rule perf_table:

@@ -59,6 +59,11 @@ def count_job(job: Job, run_once: Callable[[Run], dict[str, Any]], binary: Path,
         what = (f"roi={rec['inscount']['roi']['total']}" if "inscount" in rec
                 else f"cycles={rec['gem5']['cycles']:.0f} insts={rec['gem5']['insts']:.0f}")
         print(f"[{i}/{len(job.runs)}] {cell_name(binary, job.cpu_model, run)} {what} {rec['seconds']}s", file=log, flush=True)
+    write_raw(out, meta, records)
+
+
+def write_raw(out: Path, meta: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """A job's raw JSON, atomically: a failed job leaves no file for a later stage to read."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(json.dumps({"meta": meta, "runs": records}))

@@ -15,14 +15,17 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import statistics
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from analysis.backends import RunError, cell_name, parse_ok_line, staged
-from analysis.config import Run, Sweep
+from analysis import build, toolchain
+from analysis.backends import RunError, cell_name, parse_ok_line, staged, write_raw
+from analysis.config import Job, Run, Sweep, layout_of
 
 SEP = ";"  # perf does not quote fields; event names may contain commas
 OK, UNSUPPORTED, NOT_COUNTED, UNKNOWN = "ok", "unsupported", "not_counted", "unknown_event"
@@ -207,3 +210,47 @@ def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:
         row["event"] = ev  # perf may print it as e.g. cycles:u
     return {"vl_seen": int(fields["vl"]), "checksum": fields["checksum"], "counters": rows,
             "times_ns": times, "seconds": round(seconds, 3), "command": cmd}
+
+
+# --- the job: every cell of one native binary, `processes` processes each ---------------------
+
+def measure_job(sweep: Sweep, job: Job, binary: Path, out: Path, log: TextIO = sys.stderr) -> None:
+    """Probe the events, run every cell's processes, write the job's raw JSON (per process:
+    counters, per-call times) or raise naming the cell."""
+    status = detect(sweep)
+    if status is None or status.perf is None or not (status.sve if job.binary.build == "vla" else status.host):
+        reason = "; ".join(status.messages) if status else "the sweep has no perf section"
+        raise toolchain.ToolchainError(f"cannot measure {job.binary.name} ({job.binary.build}) here: {reason}")
+    p = sweep.raw["perf"]
+    row = sweep.table.row(job.binary.kernel, job.binary.variant)
+    probe = probe_events(status.perf, list(p["events"]))
+    accepted = [ev for ev, st in probe.items() if st != UNKNOWN]
+    if not accepted:
+        raise RunError(f"perf accepts none of the events {list(p['events'])} here")
+    s = settings_for(sweep, row.family, status.perf, accepted)
+    processes = int(p.get("processes", 30))
+    records = []
+    for i, run in enumerate(job.runs, 1):
+        procs = []
+        for _ in range(processes):
+            rec = run_process(binary, run, s)
+            if rec["vl_seen"] != run.vl:
+                raise RunError(f"{cell_name(binary, 'native', run)}: ran at VL {rec['vl_seen']} bits, not the {run.vl} asked for")
+            procs.append(rec)
+        mean_ns = statistics.mean(t for r in procs for t in r["times_ns"])
+        print(f"[{i}/{len(job.runs)}] {cell_name(binary, 'native', run)}: {processes} processes x {s.calls} calls, "
+              f"{mean_ns / 1000:.1f} us/call", file=log, flush=True)
+        records.append({"vl": run.vl, "size": run.size, "op": run.op, "dtype": run.dtype, "argv": run.argv(),
+                        "checksum": procs[0]["checksum"], "command": procs[0]["command"],
+                        "processes": [{k: r[k] for k in ("counters", "times_ns", "seconds")} for r in procs]})
+    meta: dict[str, Any] = {
+        "kernel": row.kernel, "variant": row.variant, "family": row.family, "role": row.role, "label": row.label,
+        "layout": layout_of(sweep.table, row), "compiler": "native", "build": job.binary.build,
+        "backend": "perf", "cpu_model": "native", "cpu": host_cpu(), "traffic": sweep.table.families[row.family].traffic,
+        "binary": str(binary), "binary_sha256": toolchain.sha256(binary),
+        "build_commands": build.binary_commands(sweep, "native", job.binary.build, "perf", row.kernel, row.variant),
+        "versions": {"perf": status.version, "compiler.native": toolchain.COMPILERS["native"].version()},
+        "events": probe, "calls": s.calls, "warmup": s.warmup, "flush_bytes": s.flush_bytes, "core": s.core,
+        "processes": processes,
+    }
+    write_raw(out, meta, records)
