@@ -55,6 +55,17 @@ def test_parser_fails_loudly() -> None:
         gem5.parse_stats(block, "cell")
 
 
+def test_absent_miss_count_is_zero_only_beside_its_access_count() -> None:
+    """gem5 omits zero miss counts (nozero); the parser reads 0 only when the same cache's
+    access count is printed (the a64fx-like fixture is a real case)."""
+    stats = (FIXTURES / "copy-c_scalar-a64fx-like-vl128-1048576" / "stats.txt").read_text()
+    assert "system.l2.overallMisses" not in stats
+    assert gem5.parse_stats(stats, "cell")["system.l2.overallMisses::total"] == 0
+    no_access = "\n".join(ln for ln in stats.splitlines() if not ln.startswith("system.l2.overallAccesses"))
+    with pytest.raises(RunError, match="lacks system.l2.overallMisses::total"):
+        gem5.parse_stats(no_access, "cell")
+
+
 def test_without_gem5_the_cycle_sweep_is_skipped_in_one_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "GEM5"}
     proc = subprocess.run([PY, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO),
