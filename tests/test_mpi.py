@@ -1,0 +1,143 @@
+"""The Open MPI figures (paper Fig. 9, 10): the MPI programs verify their results at two VLs,
+the user paths count exactly the count sweep's kernels plus a measured constant, the stock
+library is flat across VL, and a sweep without the arm64 Open MPI stops early naming the fix.
+
+All but the last need Debian's arm64 Open MPI (./harness setup --with-mpi) and skip without it.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from analysis import build, cli, config, mpi, toolchain
+from analysis.backends import qemu
+from conftest import REPO, run_cell, snakemake
+from disasm import OBJDUMP, run
+
+MPI_SWEEP = REPO / "configs" / "mpi.yaml"
+needs_mpi = pytest.mark.skipif(
+    not mpi.installed(), reason="Debian's arm64 Open MPI is not installed (run ./harness setup --with-mpi)"
+)
+VECTOR = (("dtype", "float"), ("blocklen", 1), ("stride", 2))
+MAX_FLOAT = (("op", "max"), ("dtype", "float"), ("nan", 1))
+
+
+@pytest.fixture(scope="module")
+def mpi_sweep(work: Path) -> config.Sweep:
+    return config.load(MPI_SWEEP, {"build_dir": str(work / "build"), "results_dir": str(work / "mpi-results")})
+
+
+@pytest.fixture(scope="module")
+def mpi_bin(mpi_sweep: config.Sweep, binaries) -> Callable[[str, str], Path]:
+    """Every MPI row's VLA binary (QEMU markers), built through the workflow; `binaries` has
+    built the static kernels and the plugins into the same tree."""
+    bd = mpi_sweep.build_dir
+    rows = [r for r in mpi_sweep.table.rows if mpi_sweep.table.families[r.family].mpi]
+    targets = [str(build.binary_path(bd, "gcc", "vla", "qemu", r.name)) for r in rows]
+    proc = snakemake(MPI_SWEEP, bd, mpi_sweep.results_dir, targets)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return lambda kernel, variant: build.binary_path(bd, "gcc", "vla", "qemu", f"{kernel}-{variant}")
+
+
+def run_mpi(binary: Path, vl: int, size: int, params: tuple, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run an MPI program under QEMU without plugins, in the environment the runner gives it."""
+    argv = config.Run(vl, size, "-", "-", params).argv()
+    e = mpi.RUN_ENV if env is None else env
+    cmd = ["env", "-i", *(f"{k}={v}" for k, v in e.items()), "qemu-aarch64", "-cpu",
+           f"max,sve-default-vector-length={vl // 8}", f"./{binary.name}", *argv]
+    return subprocess.run(cmd, cwd=binary.parent, capture_output=True, text=True)
+
+
+def roi_net(binary: Path, plugin_dir: Path, vl: int, size: int, params: tuple, env: dict[str, str]) -> int:
+    def roi(n: int) -> int:
+        return qemu.run_once(binary, "max", config.Run(vl, n, "-", "-", params), plugin_dir, env)["inscount"]["roi"]["total"]
+    return roi(size) - roi(0)
+
+
+@needs_mpi
+@pytest.mark.parametrize("kernel, params, size", [
+    ("mpi_pack", VECTOR, 65536), ("mpi_unpack", VECTOR, 65536),
+    ("mpi_pack", (("dtype", "double"), ("blocklen", 3), ("stride", 5)), 24000),
+    ("mpi_unpack", (("dtype", "double"), ("blocklen", 3), ("stride", 5)), 24000),
+    ("mpi_reduce", MAX_FLOAT, 65544), ("mpi_reduce", (("op", "sum"), ("dtype", "int32"), ("nan", 0)), 65544),
+])
+def test_every_mpi_program_verifies_at_two_vls(mpi_bin, mpi_sweep, kernel: str, params: tuple, size: int) -> None:
+    """Each row checks its output against the scalar reference (the count sweep's driver); the
+    stock library and the user kernels produce the same bytes at VL 128 and 2048."""
+    sums = {}
+    for row in (r for r in mpi_sweep.table.rows if r.kernel == kernel):
+        for vl in (128, 2048):
+            proc = run_mpi(mpi_bin(kernel, row.variant), vl, size, tuple(row.params.items()) + params)
+            assert proc.returncode == 0 and proc.stdout.startswith(f"ok vl={vl} "), (row.name, vl, proc.stderr[-2000:])
+            sums[(row.variant, vl)] = proc.stdout.split("checksum=")[1].strip()
+    assert len(sums) >= 6 and len(set(sums.values())) == 1, sums
+
+
+@needs_mpi
+def test_mpi_program_fails_without_singleton_isolation(mpi_bin) -> None:
+    """Without OMPI_MCA_ess_singleton_isolated=1 the singleton tries to exec orted and MPI_Init
+    fails: the runner's environment for MPI rows is what makes them run."""
+    proc = run_mpi(mpi_bin("mpi_reduce", "stock"), 256, 4096, MAX_FLOAT, env={})
+    assert proc.returncode != 0
+    assert "ok " not in proc.stdout
+
+
+@needs_mpi
+def test_user_pack_counts_exactly_the_count_sweeps_kernel(mpi_bin, binaries, plugin_dir, work: Path) -> None:
+    """The user pack path is the count sweep's pack-acle object (same source and flags, same
+    code) called in an MPI process: its ROI net count equals the Fig. 4 count exactly."""
+    obj = work / "build" / "gcc" / "vla" / "obj"
+    dis = {n: re.sub(r"^.*file format.*$", "", run([OBJDUMP, "-d", str(obj / f"{n}.o")]).stdout, flags=re.M)
+           for n in ("pack-acle", "mpi_pack-acle")}
+    assert dis["pack-acle"] == dis["mpi_pack-acle"]
+    params = (("dir", "pack"),) + VECTOR
+    for vl in (128, 2048):
+        mpi_net = roi_net(mpi_bin("mpi_pack", "acle"), plugin_dir, vl, 65536, params, mpi.RUN_ENV)
+        plain_net = roi_net(binaries("pack", "acle"), plugin_dir, vl, 65536, params, {})
+        assert mpi_net == plain_net, (vl, mpi_net, plain_net)
+
+
+@needs_mpi
+@pytest.mark.parametrize("variant", ["acle", "c_scalar"])
+def test_user_op_counts_the_count_sweeps_kernel_plus_a_constant(mpi_bin, binaries, plugin_dir, variant: str) -> None:
+    """MPI_Reduce_local with the kernel as a user-defined op: ROI net = the count sweep's ROI net
+    of the same kernel object + one constant at every VL and size. The constant is the part of
+    the call that runs only for a non-empty message (Open MPI returns before calling the op
+    when count is 0): ompi_op_reduce dispatching to the user function, our trampoline, and the
+    kernel's own entry and exit (which the count sweep's size-0 baseline already contains)."""
+    extra = set()
+    for vl in (128, 512, 2048):
+        for size in (65536, 100000):
+            mpi_net = roi_net(mpi_bin("mpi_reduce", variant), plugin_dir, vl, size, MAX_FLOAT, mpi.RUN_ENV)
+            plain_net = roi_net(binaries("reduce", variant), plugin_dir, vl, size, MAX_FLOAT, {})
+            extra.add(mpi_net - plain_net)
+    assert len(extra) == 1, extra
+    assert 0 < extra.pop() < 200
+
+
+@needs_mpi
+def test_stock_library_is_flat_across_vl(mpi_bin, plugin_dir) -> None:
+    """Open MPI 4.1 has no SVE: its MAX and its pack engine execute the same instructions at
+    every VL (the paper's stock lines of Fig. 9 and 10 are flat)."""
+    for kernel, params in (("mpi_pack", (("dir", "pack"),) + VECTOR), ("mpi_reduce", MAX_FLOAT)):
+        nets = {vl: roi_net(mpi_bin(kernel, "stock"), plugin_dir, vl, 65536, params, mpi.RUN_ENV) for vl in (128, 2048)}
+        assert abs(nets[128] / nets[2048] - 1) < 0.01, (kernel, nets)
+
+
+def test_mpi_sweep_without_the_stack_stops_early_naming_the_fix(monkeypatch, tmp_path: Path, capsys) -> None:
+    """No arm64 Open MPI: validate (and the workflow's preflight, same check) stops with one line
+    naming ./harness setup --with-mpi before any job, and writes nothing."""
+    monkeypatch.setattr(mpi, "INCLUDE", tmp_path / "no-such-openmpi" / "include")
+    results = tmp_path / "results"
+    rc = cli.main(["validate", "--config", str(MPI_SWEEP), "--set", f"results_dir={results}"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "./harness setup --with-mpi" in err and len(err.strip().splitlines()) == 1, err
+    assert not results.exists()
+    with pytest.raises(toolchain.ToolchainError, match="--with-mpi"):
+        mpi.check(config.load(MPI_SWEEP))
+    mpi.check(config.load(REPO / "configs" / "default.yaml"))  # the default sweep never needs it
