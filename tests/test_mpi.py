@@ -84,6 +84,7 @@ def test_mpi_program_fails_without_singleton_isolation(mpi_bin) -> None:
     proc = run_mpi(mpi_bin("mpi_reduce", "stock"), 256, 4096, MAX_FLOAT, env={})
     assert proc.returncode != 0
     assert "ok " not in proc.stdout
+    assert "orted" in proc.stderr and "MPI_Init" in proc.stderr, proc.stderr[-2000:]
 
 
 @needs_mpi
@@ -126,6 +127,26 @@ def test_stock_library_is_flat_across_vl(mpi_bin, plugin_dir) -> None:
     for kernel, params in (("mpi_pack", (("dir", "pack"),) + VECTOR), ("mpi_reduce", MAX_FLOAT)):
         nets = {vl: roi_net(mpi_bin(kernel, "stock"), plugin_dir, vl, 65536, params, mpi.RUN_ENV) for vl in (128, 2048)}
         assert abs(nets[128] / nets[2048] - 1) < 0.01, (kernel, nets)
+
+
+@needs_mpi
+def test_declared_roi_behaviour_of_mpi_rows(mpi_bin, mpi_sweep, plugin_dir) -> None:
+    """The kernel table's `sve_in_roi` and `lacks_class` facts of the MPI rows on their ROI
+    (library code included), and `has` on their kernel objects."""
+    checked = 0
+    for row in (r for r in mpi_sweep.table.rows if mpi_sweep.table.families[r.family].mpi and r.expect):
+        params = tuple(row.params.items()) + (MAX_FLOAT if row.family == "mpi_reduce" else VECTOR)
+        recs = [qemu.run_once(mpi_bin(row.kernel, row.variant), "max", config.Run(256, n, "-", "-", params),
+                              plugin_dir, mpi.RUN_ENV)["inscount"]["roi"] for n in (0, 65536)]
+        if "sve_in_roi" in row.expect:
+            assert (recs[1]["sve"] - recs[0]["sve"] > 0) == row.expect["sve_in_roi"], (row.name, recs[1]["sve"])
+        for cls in row.expect.get("lacks_class", []):
+            assert recs[1]["classes"][cls] == 0, (row.name, cls)
+        text = run([OBJDUMP, "-d", str(mpi_sweep.build_dir / "gcc" / "vla" / "obj" / f"{row.name}.o")]).stdout
+        for m in row.expect.get("has", []):
+            assert re.search(rf"\s{m}\s", text), (row.name, m)
+        checked += 1
+    assert checked >= 3
 
 
 def test_mpi_sweep_without_the_stack_stops_early_naming_the_fix(monkeypatch, tmp_path: Path, capsys) -> None:
