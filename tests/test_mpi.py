@@ -107,7 +107,7 @@ def test_user_op_runs_the_count_sweeps_kernel_plus_a_constant_call(mpi_bin, bina
     """MPI_Reduce_local with a count-sweep kernel as a user-defined op. In the ROI the kernel
     function executes exactly the instructions it executes in the count sweep, at every VL and
     size; everything else in the ROI (libmpi's MPI_Reduce_local, our trampoline user_fn_* and
-    the user_* caller) is one constant for both kernels at every VL and size. So
+    the mpi_reduce_* caller) is one constant for both kernels at every VL and size. So
     roi_net(MPI) = roi_net(count sweep) + C + k0, where C (measured: 92 = 86 in libmpi + 6 in
     the trampoline) is the part of the call that runs only for a non-empty message (with
     count 0 Open MPI runs 630 instructions but never calls the op), and k0 the kernel's own

@@ -1,7 +1,7 @@
 /* MPI_Reduce_local rows (paper Fig. 10) around the unchanged count-sweep reduce driver:
  * that driver is compiled for them with reduce_kernels renamed to mpi_reduce_kernels (the
- * family's cflags), and each row defines that table, one entry per op x dtype of
- * REDUCE_MATRIX, whose function calls MPI_Reduce_local. */
+ * family's cflags), and each row defines that table (MPI_REDUCE_DEFINE_TABLE below), one
+ * entry per op x dtype of REDUCE_MATRIX, whose function calls MPI_Reduce_local. */
 #ifndef MPI_REDUCE_H
 #define MPI_REDUCE_H
 #include <limits.h>
@@ -32,5 +32,20 @@ static inline int mpi_reduce_count(size_t n)
         harness_usage_error("%zu elements do not fit an MPI count (int)", n);
     return (int)n;
 }
+
+/* A row's source defines MPI_REDUCE_OP(op, dname), the MPI_Op of each entry, then expands
+ * MPI_REDUCE_DEFINE_TABLE: per entry a function mpi_reduce_<op>_<dtype> that calls
+ * MPI_Reduce_local with that op, and the mpi_reduce_kernels table the driver reads. */
+#define MPI_REDUCE_CALL(op, dname, T)                                                         \
+    static void mpi_reduce_##op##_##dname(const void *in, void *inout, size_t count)         \
+    {                                                                                         \
+        MPI_Reduce_local(in, inout, mpi_reduce_count(count), MPI_TYPE_##dname,                \
+                         MPI_REDUCE_OP(op, dname));                                           \
+    }
+#define MPI_REDUCE_ENTRY(op, dname, T) {#op, #dname, sizeof(T), mpi_reduce_##op##_##dname},
+#define MPI_REDUCE_DEFINE_TABLE                                                               \
+    REDUCE_MATRIX(MPI_REDUCE_CALL)                                                            \
+    const struct reduce_entry mpi_reduce_kernels[] = {REDUCE_MATRIX(MPI_REDUCE_ENTRY)};       \
+    const size_t mpi_reduce_kernels_count = sizeof mpi_reduce_kernels / sizeof mpi_reduce_kernels[0];
 
 #endif

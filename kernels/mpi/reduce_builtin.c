@@ -11,14 +11,5 @@
 #define MPI_OP_bor MPI_BOR
 #define MPI_OP_bxor MPI_BXOR
 
-#define DEFINE_BUILTIN(op, dname, T)                                                  \
-    static void builtin_##op##_##dname(const void *in, void *inout, size_t count)     \
-    {                                                                                 \
-        MPI_Reduce_local(in, inout, mpi_reduce_count(count), MPI_TYPE_##dname,        \
-                         MPI_OP_##op);                                                \
-    }
-REDUCE_MATRIX(DEFINE_BUILTIN)
-
-#define ENTRY(op, dname, T) {#op, #dname, sizeof(T), builtin_##op##_##dname},
-const struct reduce_entry mpi_reduce_kernels[] = {REDUCE_MATRIX(ENTRY)};
-const size_t mpi_reduce_kernels_count = sizeof mpi_reduce_kernels / sizeof mpi_reduce_kernels[0];
+#define MPI_REDUCE_OP(op, dname) MPI_OP_##op
+MPI_REDUCE_DEFINE_TABLE

@@ -34,14 +34,5 @@ __attribute__((constructor(MPI_SESSION_AFTER_INIT))) static void create_ops(void
 #undef CREATE
 }
 
-#define DEFINE_CALL(op, dname, T)                                                     \
-    static void user_##op##_##dname(const void *in, void *inout, size_t count)        \
-    {                                                                                 \
-        MPI_Reduce_local(in, inout, mpi_reduce_count(count), MPI_TYPE_##dname,        \
-                         user_ops[USER_INDEX_##op##_##dname]);                        \
-    }
-REDUCE_MATRIX(DEFINE_CALL)
-
-#define ENTRY(op, dname, T) {#op, #dname, sizeof(T), user_##op##_##dname},
-const struct reduce_entry mpi_reduce_kernels[] = {REDUCE_MATRIX(ENTRY)};
-const size_t mpi_reduce_kernels_count = sizeof mpi_reduce_kernels / sizeof mpi_reduce_kernels[0];
+#define MPI_REDUCE_OP(op, dname) user_ops[USER_INDEX_##op##_##dname]
+MPI_REDUCE_DEFINE_TABLE
