@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from analysis import mpi
 from analysis.config import REPO, KernelTable, Sweep
 from analysis.toolchain import COMPILERS, compiler_cflags
 
@@ -59,9 +60,32 @@ def compile_cmd(build_dir: Path, compiler: str, build: str, source: Path, out: P
     ]
 
 
+def family_flags(table: KernelTable, family: str) -> tuple[str, ...]:
+    """Flags of every object of a family: its own cflags, and the MPI include path."""
+    fam = table.families[family]
+    return (*fam.cflags, *(mpi.compile_flags() if fam.mpi else ()))
+
+
 def kernel_flags(table: KernelTable, kernel: str, variant: str, compiler: str) -> tuple[str, ...]:
+    row = table.row(kernel, variant)
+    mpi_inc = mpi.compile_flags() if table.families[row.family].mpi else ()
     # Native builds use gcc: the table's gcc flags (e.g. "keep it scalar") apply to them.
-    return table.row(kernel, variant).cflags.get("gcc" if compiler == "native" else compiler, ())
+    return (*row.cflags.get("gcc" if compiler == "native" else compiler, ()), *mpi_inc)
+
+
+def extra_sources(table: KernelTable, kernel: str, variant: str) -> list[Path]:
+    """Sources linked besides driver, kernel and harness: the row's extra_sources and, for an
+    MPI family, the MPI session (MPI_Init before main)."""
+    row = table.row(kernel, variant)
+    return [*row.extra_sources, *([mpi.SESSION_SOURCE] if table.families[row.family].mpi else [])]
+
+
+def extra_source(table: KernelTable, stem: str) -> Path:
+    """The extra source whose object is extra/<stem>.o (stems are unique across the table)."""
+    found = {s for r in table.rows for s in extra_sources(table, r.kernel, r.variant) if s.stem == stem}
+    if len(found) != 1:
+        raise ValueError(f"extra source {stem}: {'not declared' if not found else 'ambiguous: ' + str(sorted(found))}")
+    return found.pop()
 
 
 def kernel_objects(build_dir: Path, table: KernelTable, compiler: str, build: str, kernel: str, variant: str) -> dict[str, Path]:
@@ -69,11 +93,16 @@ def kernel_objects(build_dir: Path, table: KernelTable, compiler: str, build: st
     row = table.row(kernel, variant)
     d = obj_dir(build_dir, compiler, build)
     objs = {"driver": d / f"driver_{row.family}.o"} if table.families[row.family].driver else {}
-    return {**objs, "kernel": d / f"{kernel}-{variant}.o", "harness": d / "harness.o"}
+    objs["kernel"] = d / f"{kernel}-{variant}.o"
+    for src in extra_sources(table, kernel, variant):
+        objs[f"extra:{src.stem}"] = d / "extra" / f"{src.stem}.o"
+    return {**objs, "harness": d / "harness.o"}
 
 
-def link_cmd(compiler: str, objects: list[Path], out: Path) -> list[str]:
+def link_cmd(compiler: str, objects: list[Path], out: Path, use_mpi: bool = False) -> list[str]:
     comp = COMPILERS[compiler]
+    if use_mpi:  # dynamic: Debian ships no static libmpi
+        return [*comp.cc, "-o", str(out), *map(str, objects), *mpi.link_flags()]
     return [*comp.cc, *comp.link, "-o", str(out), *map(str, objects)]
 
 
@@ -89,13 +118,15 @@ def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kerne
     row = table.row(kernel, variant)
     objs = kernel_objects(bd, table, compiler, build, kernel, variant)
     roi = roi_object(bd, compiler, backend, build)
-    driver = table.families[row.family].driver
-    lines = [compile_cmd(bd, compiler, build, driver, objs["driver"])] if driver else []
+    fam = table.families[row.family]
+    lines = [compile_cmd(bd, compiler, build, fam.driver, objs["driver"], family_flags(table, row.family))] if fam.driver else []
+    lines += [compile_cmd(bd, compiler, build, row.source, objs["kernel"], kernel_flags(table, kernel, variant, compiler))]
+    lines += [compile_cmd(bd, compiler, build, src, objs[f"extra:{src.stem}"], family_flags(table, row.family))
+              for src in extra_sources(table, kernel, variant)]
     lines += [
-        compile_cmd(bd, compiler, build, row.source, objs["kernel"], kernel_flags(table, kernel, variant, compiler)),
         compile_cmd(bd, compiler, build, HARNESS_SOURCE, objs["harness"]),
         compile_cmd(bd, compiler, build if backend == "perf" else "vla", roi_source(backend), roi),
-        link_cmd(compiler, [*objs.values(), roi], binary_path(bd, compiler, build, backend, row.name)),
+        link_cmd(compiler, [*objs.values(), roi], binary_path(bd, compiler, build, backend, row.name), fam.mpi),
     ]
     return [shlex.join(c) for c in lines]
 
@@ -106,12 +137,13 @@ def reduce_matrix_header(table: KernelTable) -> str:
         "float": "float", "double": "double", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
         "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
     }
-    entries = [
+    # Families may share ops (reduce, mpi_reduce): each pair once, in first-seen order.
+    entries = list(dict.fromkeys(
         f"    X({op.name}, {d}, {ctype[d]})"
         for fam in table.families.values()
         for op in fam.ops.values()
         for d in op.dtypes
-    ]
+    ))
     return (
         "/* Generated from the kernel table (configs/kernels.yaml) by analysis/build.py: do not edit. */\n"
         "#ifndef REDUCE_MATRIX_H\n#define REDUCE_MATRIX_H\n"

@@ -12,16 +12,29 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis import config, toolchain
+from analysis import config, mpi, toolchain
 from analysis.backends import RunError
 
 REPO = config.REPO
+MPI_HINT = ("Open MPI figures (paper Fig. 9, 10): ./harness sweep --config configs/mpi.yaml "
+            "(installs Debian's arm64 Open MPI on first use)")
 
 
 def validate(sweep_path: str, overrides: dict[str, str]) -> config.Sweep:
     sweep = config.load(sweep_path, overrides)
     toolchain.preflight(sweep.compilers, sweep.backends)
+    mpi.check(sweep)
     return sweep
+
+
+def install_mpi_if_asked_for(sweep_path: str, overrides: dict[str, str]) -> None:
+    """A sweep with MPI rows (configs/mpi.yaml) installs the arm64 Open MPI on first use, through
+    the same guarded installer as everything else; other sweeps never need it."""
+    sweep = config.load(sweep_path, overrides)
+    if mpi.needs_mpi(sweep) and not mpi.installed():
+        print(f"sweep {sweep_path} needs Debian's arm64 Open MPI: running setup/install.sh --with-mpi", flush=True)
+        if subprocess.call([str(REPO / "setup" / "install.sh"), "--with-mpi"]) != 0:
+            raise toolchain.ToolchainError("installing the arm64 Open MPI failed (message above); nothing was run")
 
 
 def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str]) -> list[str]:
@@ -35,12 +48,16 @@ def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra:
 
 def cmd_sweep(ns: argparse.Namespace) -> int:
     overrides = config.parse_overrides(ns.set)
+    install_mpi_if_asked_for(ns.config, overrides)
     sweep = validate(ns.config, overrides)
     jobs = sweep.jobs()
     runs = sum(len(j.runs) for j in jobs)
     print(f"sweep {ns.config}: {len(jobs)} count jobs, {runs} runs, results in {sweep.results_dir}", flush=True)
     say_perf_plan(sweep)
-    return subprocess.call(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args))
+    rc = subprocess.call(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args))
+    if rc == 0 and not mpi.needs_mpi(sweep):
+        print(MPI_HINT, flush=True)
+    return rc
 
 
 def say_perf_plan(sweep: config.Sweep) -> None:
@@ -103,6 +120,7 @@ def cmd_count(ns: argparse.Namespace) -> int:
 
     sweep, job = single_cell(ns)
     toolchain.preflight([ns.compiler], ["qemu"])
+    mpi.check(sweep)
     bd = sweep.build_dir
     binary = build.binary_path(bd, ns.compiler, ns.build, "qemu", job.binary.name)
     targets = [str(binary)] + [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
@@ -112,7 +130,8 @@ def cmd_count(ns: argparse.Namespace) -> int:
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
         return 1
     plugins = build.plugin_path(bd, "inscount").parent
-    recs = [qemu.run_once(binary, job.cpu_model, r, plugins) for r in job.runs]
+    env = mpi.run_env(sweep.table, ns.kernel, ns.variant)
+    recs = [qemu.run_once(binary, job.cpu_model, r, plugins, env) for r in job.runs]
     base, meas = recs[0]["inscount"]["roi"], recs[-1]["inscount"]["roi"]
     print(f"{job.binary.name} {ns.build} cpu={ns.cpu} vl={ns.vl} size={ns.size} op={job.runs[0].op} dtype={job.runs[0].dtype}")
     print(f"  roi_net total {meas['total'] - base['total']}  sve {meas['sve'] - base['sve']}")

@@ -53,6 +53,8 @@ class Family:
     params: dict[str, Any]
     ops: dict[str, OpSpec]
     traffic: dict[str, float]  # bytes read/written per call as multiples of size; {} = undeclared
+    mpi: bool = False  # links the arm64 Open MPI (analysis/mpi.py)
+    cflags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class KernelRow:
     role: str
     expect: dict[str, Any]
     host_native: bool = False
+    extra_sources: tuple[Path, ...] = ()
 
     @property
     def name(self) -> str:
@@ -295,6 +298,7 @@ def load_table(paths: list[Path]) -> KernelTable:
             families[name] = Family(
                 name, f["description"], resolve_path(f["driver"], base) if "driver" in f else None, f["size"], f["layout"],
                 tuple(f.get("dtypes", [])), dict(f.get("params", {})), ops, dict(f.get("traffic", {})),
+                mpi=bool(f.get("mpi", False)), cflags=tuple(f.get("cflags", [])),
             )
         for r in doc["kernels"]:
             row = KernelRow(
@@ -302,6 +306,7 @@ def load_table(paths: list[Path]) -> KernelTable:
                 {c: tuple(v) for c, v in (r.get("cflags") or {}).items()},
                 dict(r.get("params", {})), r["label"], r["role"], dict(r.get("expect", {})),
                 bool(r.get("host_native", False)),
+                extra_sources=tuple(resolve_path(x, base) for x in r.get("extra_sources", [])),
             )
             if any(x.kernel == row.kernel and x.variant == row.variant for x in rows):
                 raise ConfigError(f"{path}: kernel {row.kernel} variant {row.variant} is declared twice")
@@ -309,8 +314,9 @@ def load_table(paths: list[Path]) -> KernelTable:
     for row in rows:
         if row.family not in families:
             raise ConfigError(f"kernel {row.name}: unknown family '{row.family}'; known: {', '.join(families)}")
-        if not row.source.exists():
-            raise ConfigError(f"kernel {row.name}: source {row.source} does not exist")
+        for src in (row.source, *row.extra_sources):
+            if not src.exists():
+                raise ConfigError(f"kernel {row.name}: source {src} does not exist")
     return KernelTable(families, tuple(rows))
 
 

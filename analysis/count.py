@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis import build, config, toolchain
+from analysis import build, config, mpi, toolchain
 from analysis.backends import RunError, armie, count_job, gem5, perf, qemu
 
 
@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
             "build_commands": build.binary_commands(sweep, ns.compiler, ns.build, ns.backend, ns.kernel, ns.variant),
             "versions": toolchain.preflight([ns.compiler], [] if ns.backend == "gem5" else [ns.backend]),
         }
+        env = mpi.run_env(sweep.table, ns.kernel, ns.variant)
+        if env:
+            mpi.check(sweep)
+            meta["versions"]["mpi"] = mpi.version()
         if ns.backend == "gem5":
             gem5_bin = gem5.find_gem5(sweep)
             if gem5_bin is None:
@@ -59,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             count_job(job, one, binary, Path(ns.out), meta)
         elif ns.backend == "qemu":
             plugins = build.plugin_path(sweep.build_dir, "inscount").parent
-            count_job(job, lambda run: qemu.run_once(binary, ns.cpu, run, plugins), binary, Path(ns.out), meta)
+            count_job(job, lambda run: qemu.run_once(binary, ns.cpu, run, plugins, env), binary, Path(ns.out), meta)
         else:
             count_job(job, lambda run: armie.run_once(binary, ns.cpu, run), binary, Path(ns.out), meta)
     except StopIteration:

@@ -65,7 +65,30 @@ rule driver_object:
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/driver_{{family}}.log",
     params:
-        cmd=lambda wc, input, output: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0])),
+        cmd=lambda wc, input, output: _cmd(
+            B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0], B.family_flags(TABLE, wc.family))
+        ),
+    shell:
+        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+
+
+# Further sources of a row (extra_sources) and the MPI session of an `mpi: true` family.
+rule extra_object:
+    input:
+        src=lambda wc: str(B.extra_source(TABLE, wc.stem)),
+        hdr=lambda wc: _headers(B.extra_source(TABLE, wc.stem)),
+        gen=f"{BUILD}/gen/reduce_matrix.h",
+        cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+    output:
+        f"{BUILD}/{{compiler}}/{{build}}/obj/extra/{{stem}}.o",
+    log:
+        f"{BUILD}/logs/{{compiler}}/{{build}}/extra-{{stem}}.log",
+    wildcard_constraints:
+        stem="[a-z][a-z0-9_]*",
+    params:
+        cmd=lambda wc, input, output: _cmd(
+            B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0], B.mpi.compile_flags())
+        ),
     shell:
         "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
 
@@ -132,7 +155,9 @@ rule link:
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/link-{{backend}}-{{kernel}}-{{variant}}.log",
     params:
-        cmd=lambda wc, input, output: _cmd(B.link_cmd(wc.compiler, [*input.objs, input.roi], output[0])),
+        cmd=lambda wc, input, output: _cmd(
+            B.link_cmd(wc.compiler, [*input.objs, input.roi], output[0], B.mpi.is_mpi(TABLE, wc.kernel, wc.variant))
+        ),
     shell:
         "{PY} -m analysis.build check-roi {wildcards.kernel}-{wildcards.variant} {input.objs} "
         "&& {{ {params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}; }}"

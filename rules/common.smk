@@ -15,6 +15,7 @@ OVERRIDES = {k: config[k] for k in ("results_dir", "build_dir") if k in config}
 try:
     SWEEP = C.load(SWEEP_PATH, OVERRIDES)
     VERSIONS = T.preflight(SWEEP.compilers, SWEEP.backends)
+    B.mpi.check(SWEEP)  # MPI rows (configs/mpi.yaml) need ./harness setup --with-mpi
 except (C.ConfigError, T.ToolchainError) as e:
     raise WorkflowError(f"error: {e}")
 

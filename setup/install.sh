@@ -5,6 +5,8 @@
 #   setup/install.sh --check         preflight: list what is missing, install nothing;
 #                                    exit 0 if all present, else 1
 #   setup/install.sh --with-clang    also the clang cross toolchain (clang-14)
+#   setup/install.sh --with-mpi      also Debian's arm64 Open MPI (libopenmpi-dev:arm64,
+#                                    multiarch) for the MPI figures (configs/mpi.yaml)
 #   setup/install.sh --force         ignore the stamp and recheck everything
 #   setup/install.sh --venv-only     only the Python venv: no apt, no tool checks (a cluster
 #                                    without apt or root, e.g. A64FX nodes; ./harness does
@@ -22,6 +24,16 @@
 # named as pkg=<installed version>: apt then keeps it without upgrading it.
 # `--no-upgrade` is deliberately NOT used: with it apt "skips" the named
 # installed packages and would remove them after all (checked on Debian 12).
+#
+# --with-mpi: libopenmpi-dev:arm64 depends on "gfortran-12 | gfortran-mod-15"
+# (of arm64). gfortran-12:arm64 needs gcc-12:arm64, which cannot sit beside
+# the host's gcc-12, so that choice REMOVES gcc, g++, clang-14, binutils and the
+# cross gcc (17 packages, tests/fixtures/apt/sim-mpi-gfortran-remv.txt). With
+# the host and cross toolchains named at their installed versions, apt picks
+# another provider (flang-NN:arm64 on Debian 12.15) and removes nothing
+# (sim-mpi-named-clean.txt). The arm64 Multi-Arch: same libraries must have
+# the host's versions, so apt may upgrade some host libraries (libssl3,
+# libsystemd0, ...) to the archive's current ones; it never removes any.
 #
 # Why a stamp: ./harness runs this before every command, so the no-op path must
 # be fast. `.venv/.installed` holds one key per satisfied configuration: the
@@ -47,10 +59,15 @@ APT_CLANG=(clang-14)
 # perf, for the native measurements: Debian's package. Elsewhere perf is optional: the
 # workflow says in one line that it skipped the measurements and why.
 if grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then APT_BASE+=(linux-perf); fi
+APT_MPI=(libopenmpi-dev:arm64)
+# Where Debian's arm64 Open MPI puts its headers (the file the cheap recheck looks for).
+MPI_HEADER=/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h
 # Host toolchain named in every apt install command (protects it from removal).
 HOST_TOOLCHAIN=(gcc libc6-dev make binutils)
 # Also named when already installed, for the same reason.
-HOST_TOOLCHAIN_IF_PRESENT=(g++ build-essential clang clang-14 lld-14 cpp dpkg-dev)
+HOST_TOOLCHAIN_IF_PRESENT=(g++ build-essential clang clang-14 lld-14 cpp dpkg-dev
+                           gcc-12 g++-12 cpp-12 gcc-aarch64-linux-gnu gcc-12-aarch64-linux-gnu
+                           binutils-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 
 # command -> package that provides it (for messages and the cheap recheck)
 CMDS_BASE=(aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu
@@ -110,8 +127,9 @@ python_status() {
 # Print the packages of "$@" that dpkg does not report as installed ("ii").
 missing_apt() {
     local installed
-    installed="$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' "$@" 2>/dev/null \
-                 | awk '$1 == "ii" { print $2 }' || true)"
+    # Both "pkg" and "pkg:arch" per installed package, so arch-qualified names match too.
+    installed="$(dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Architecture}\n' "$@" 2>/dev/null \
+                 | awk '$1 == "ii" { print $2; print $2 ":" $3 }' || true)"
     local p
     for p in "$@"; do
         grep -qxF "$p" <<<"$installed" || echo "$p"
@@ -245,8 +263,68 @@ apt_install() {
         die "apt-get install failed (full log: $log); fix apt, then rerun $ME"
     fi
     rm -f "$log"
-    gcc --version >/dev/null 2>&1 \
-        || die "host gcc no longer works after apt install; fix: apt-get install --reinstall gcc libc6-dev binutils"
+    check_compilers
+}
+
+# The compilers still compile and link (an apt run once removed them; see the header).
+check_compilers() {
+    local t; t="$(mktemp -d)"
+    echo 'int main(void) { return 0; }' >"$t/t.c"
+    gcc -o "$t/host" "$t/t.c" >/dev/null 2>&1 \
+        || { rm -rf "$t"; die "host gcc no longer compiles after apt install; fix: apt-get install --reinstall gcc libc6-dev binutils"; }
+    if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then
+        aarch64-linux-gnu-gcc -static -o "$t/cross" "$t/t.c" >/dev/null 2>&1 \
+            || { rm -rf "$t"; die "aarch64-linux-gnu-gcc no longer compiles after apt install; fix: apt-get install --reinstall gcc-aarch64-linux-gnu libc6-dev-arm64-cross"; }
+    fi
+    if command -v clang-14 >/dev/null 2>&1; then
+        clang-14 -c -o "$t/clang.o" "$t/t.c" >/dev/null 2>&1 \
+            || { rm -rf "$t"; die "clang-14 no longer compiles after apt install; fix: apt-get install --reinstall clang-14"; }
+    fi
+    rm -rf "$t"
+}
+
+# ---------------------------------------------------------------------------
+# arm64 Open MPI (--with-mpi)
+# ---------------------------------------------------------------------------
+
+arm64_enabled() {
+    dpkg --print-foreign-architectures 2>/dev/null | grep -qx arm64
+}
+
+enable_arm64() {
+    arm64_enabled && compgen -G '/var/lib/apt/lists/*binary-arm64_Packages*' >/dev/null && return 0
+    need_root_or_explain "dpkg --add-architecture arm64"
+    if ! arm64_enabled; then
+        say "enabling the arm64 architecture (dpkg --add-architecture arm64) for Debian's arm64 Open MPI"
+        "${SUDO[@]}" dpkg --add-architecture arm64 || die "dpkg --add-architecture arm64 failed"
+    fi
+    APT_UPDATED=0
+    apt_update_once
+}
+
+# A program against the arm64 Open MPI builds and starts under QEMU as a singleton.
+check_mpi() {
+    local t; t="$(mktemp -d)"
+    cat >"$t/m.c" <<'C'
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+    int rank = -1;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Finalize();
+    printf("rank %d\n", rank);
+    return rank != 0;
+}
+C
+    local inc="${MPI_HEADER%/mpi.h}" lib="${MPI_HEADER%/include/mpi.h}/lib"
+    aarch64-linux-gnu-gcc -I"$inc" -o "$t/m" "$t/m.c" -L"$lib" -lmpi >"$t/log" 2>&1 \
+        || { cat "$t/log" >&2; rm -rf "$t"; die "cannot build an MPI program against $inc; fix: apt-get install --reinstall libopenmpi-dev:arm64"; }
+    local out
+    out="$(cd "$t" && env -i OMPI_MCA_ess_singleton_isolated=1 qemu-aarch64 ./m 2>&1)" \
+        || { echo "$out" >&2; rm -rf "$t"; die "an MPI program built against the arm64 Open MPI does not start under qemu-aarch64 (output above)"; }
+    rm -rf "$t"
 }
 
 # ---------------------------------------------------------------------------
@@ -283,16 +361,18 @@ setup_venv() {
 MODE=install
 WITH_CLANG=0
 VENV_ONLY=0
+WITH_MPI=0
 FORCE=0
 SIMFILE=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --check) MODE=check ;;
         --with-clang) WITH_CLANG=1 ;;
+        --with-mpi) WITH_MPI=1 ;;
         --force) FORCE=1 ;;
         --check-simulation) MODE=simcheck; SIMFILE="${2:-}"; shift || true ;;
         --venv-only) VENV_ONLY=1 ;;
-        -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option '$1'; see $ME --help" ;;
     esac
     shift
@@ -308,6 +388,7 @@ APT_PKGS=("${APT_BASE[@]}")
 CMDS=("${CMDS_BASE[@]}")
 if [[ $WITH_CLANG -eq 1 ]]; then APT_PKGS+=("${APT_CLANG[@]}"); CMDS+=("${CMDS_CLANG[@]}"); fi
 if [[ $VENV_ONLY -eq 1 ]]; then APT_PKGS=(); CMDS=(); fi
+if [[ $WITH_MPI -eq 1 ]]; then APT_PKGS+=("${APT_MPI[@]}"); fi
 
 [[ -f "$REQS" ]] || die "requirements.txt missing at $REQS; restore it from git"
 
@@ -317,6 +398,10 @@ if [[ $MODE == check ]]; then
     st="$(python_status "$py")"; [[ "$st" == ok ]] || problems+=("python: $st")
     while read -r p; do [[ -n "$p" ]] && problems+=("apt package $p not installed (fix: $ME)"); done < <(missing_apt "${APT_PKGS[@]}")
     while read -r c; do [[ -n "$c" ]] && problems+=("command $c not on PATH (fix: $ME)"); done < <(missing_cmds "${CMDS[@]}")
+    if [[ $WITH_MPI -eq 1 ]]; then
+        arm64_enabled || problems+=("dpkg architecture arm64 not enabled (fix: $ME --with-mpi)")
+        [[ -f "$MPI_HEADER" ]] || problems+=("$MPI_HEADER missing (fix: $ME --with-mpi)")
+    fi
     vp="$(venv_problems)"
     if [[ -n "$vp" ]]; then
         problems+=("venv: $vp (fix: $ME)")
@@ -329,7 +414,7 @@ if [[ $MODE == check ]]; then
     fi
     echo "$ME --check: ${#problems[@]} missing:"
     printf '  - %s\n' "${problems[@]}"
-    fixcmd="$ME"; [[ $WITH_CLANG -eq 1 ]] && fixcmd+=" --with-clang"
+    fixcmd="$ME"; [[ $WITH_CLANG -eq 1 ]] && fixcmd+=" --with-clang"; [[ $WITH_MPI -eq 1 ]] && fixcmd+=" --with-mpi"
     echo "fix: run $fixcmd (as root, or as a user with sudo)"
     exit 1
 fi
@@ -339,7 +424,8 @@ KEY="$(stamp_key "${APT_PKGS[@]}")"
 fast_ok() {
     [[ $FORCE -eq 0 && -f "$STAMP" ]] && grep -qxF "$KEY" "$STAMP" \
         && [[ -x "$VENV/bin/python" && -x "$VENV/bin/snakemake" ]] \
-        && [[ -z "$(missing_cmds "${CMDS[@]}")" ]]
+        && [[ -z "$(missing_cmds "${CMDS[@]}")" ]] \
+        && [[ $WITH_MPI -eq 0 || -f "$MPI_HEADER" ]]
 }
 fast_ok && exit 0
 
@@ -349,6 +435,7 @@ flock 9
 fast_ok && exit 0
 
 mapfile -t MISSING < <(missing_apt "${APT_PKGS[@]}")
+if [[ $WITH_MPI -eq 1 ]] && printf '%s\n' "${MISSING[@]}" | grep -q ':arm64$'; then enable_arm64; fi
 if [[ ${#MISSING[@]} -gt 0 ]]; then
     apt_install "${MISSING[@]}"
     mapfile -t STILL < <(missing_apt "${APT_PKGS[@]}")
@@ -362,9 +449,11 @@ st="$(python_status "$PY")"
 [[ "$st" == ok ]] || die "$st"
 setup_venv "$PY"
 
+[[ $WITH_MPI -eq 0 ]] || check_mpi
+
 grep -qxF "$KEY" "$STAMP" 2>/dev/null || echo "$KEY" >>"$STAMP"
-# The clang set contains the base set: a later run without --with-clang is a no-op too.
-if [[ $WITH_CLANG -eq 1 ]]; then
+# A set with extras contains the base set: a later run without them is a no-op too.
+if [[ $WITH_CLANG -eq 1 || $WITH_MPI -eq 1 ]]; then
     BASE_KEY="$(stamp_key "${APT_BASE[@]}")"
     grep -qxF "$BASE_KEY" "$STAMP" || echo "$BASE_KEY" >>"$STAMP"
 fi

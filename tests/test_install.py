@@ -174,3 +174,57 @@ def test_noop_path_installs_nothing_and_is_fast(shims):
     assert STAMP.stat().st_mtime_ns == before
     assert site.stat().st_mtime_ns == site_before
     assert elapsed < 1.0
+
+
+# --- --with-mpi: the arm64 Open MPI (the trap this guard exists for) -------------
+
+def test_guard_refuses_the_mpi_install_that_removes_the_toolchains():
+    """REAL simulation: libopenmpi-dev:arm64 with its Fortran dependency resolved through
+    gfortran-12:arm64 removes the host gcc, g++, clang-14, binutils and the cross gcc."""
+    proc = subprocess.run(
+        ["bash", str(INSTALL), "--check-simulation", str(FIXTURES / "sim-mpi-gfortran-remv.txt")],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 1
+    removed = proc.stderr.split("package(s): ", 1)[1].split("\n", 1)[0].split()
+    assert len(removed) == 17
+    for pkg in ("gcc", "g++", "clang-14", "binutils", "gcc-aarch64-linux-gnu", "binutils-aarch64-linux-gnu", "dpkg-dev"):
+        assert pkg in removed
+
+
+def test_guard_accepts_the_mpi_install_with_the_toolchains_named():
+    """REAL simulation of what the installer runs: toolchains named at their versions, nothing removed."""
+    first = (FIXTURES / "sim-mpi-named-clean.txt").read_text().splitlines()[0]
+    for pkg in ("libopenmpi-dev:arm64", "gcc=", "clang-14=", "gcc-aarch64-linux-gnu=", "qemu-user="):
+        assert pkg in first
+    proc = subprocess.run(
+        ["bash", str(INSTALL), "--check-simulation", str(FIXTURES / "sim-mpi-named-clean.txt")],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_with_mpi_enables_arm64_then_simulates_and_refuses(shims, tmp_path):
+    """--with-mpi on a machine without arm64: dpkg --add-architecture, apt-get update, then the
+    simulated install names libopenmpi-dev:arm64 with the host toolchain; a simulation that
+    removes packages stops it before any real install."""
+    bindir = tmp_path / "bin"
+    _write_exe(bindir / "dpkg", LOG_SHIM.format(name="dpkg", tail="exit 0"))
+    proc, calls = shims("--force", "--with-mpi", sim_files=["sim-mpi-gfortran-remv.txt"])
+    assert proc.returncode == 1
+    assert "REMOVE 17 package(s)" in proc.stderr
+    i_arch = calls.index("dpkg --add-architecture arm64")
+    i_update = next(i for i, c in enumerate(calls) if c.startswith("apt-get update"))
+    i_sim = next(i for i, c in enumerate(calls) if c.startswith("apt-get install -s"))
+    assert i_arch < i_update < i_sim
+    for pkg in ("libopenmpi-dev:arm64", "gcc", "libc6-dev", "binutils"):
+        assert f" {pkg}" in calls[i_sim]
+    assert _real_installs(calls) == []
+
+
+@pytest.mark.skipif(not Path("/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h").exists(),
+                    reason="arm64 Open MPI not installed here (./harness setup --with-mpi)")
+@needs_install
+def test_check_with_mpi_passes_after_installation():
+    proc = subprocess.run(["bash", str(INSTALL), "--check", "--with-mpi"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -21,28 +21,32 @@ from analysis.toolchain import QEMU
 CLIENTS = ("inscount", "opcodes", "memory")
 
 
-def qemu_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, out_dir: Path) -> list[str]:
-    cmd = ["env", "-i", QEMU, "-cpu", f"{cpu_model},sve-default-vector-length={run.vl // 8}"]
+def qemu_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, out_dir: Path,
+                 env: dict[str, str] | None = None) -> list[str]:
+    """`env`: the only variables the guest sees (the MPI rows' OMPI_MCA_ess_singleton_isolated=1)."""
+    cmd = ["env", "-i", *(f"{k}={v}" for k, v in sorted((env or {}).items())), QEMU, "-cpu", f"{cpu_model},sve-default-vector-length={run.vl // 8}"]
     for client in CLIENTS:
         extra = f",vl={run.vl}" if client == "memory" else ""
         cmd += ["-plugin", f"{(plugin_dir / f'lib{client}.so').resolve()},out={out_dir / (client + '.json')}{extra}"]
     return cmd + [f"./{binary.name}", *run.argv()]
 
 
-def replay_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path) -> str:
+def replay_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env: dict[str, str] | None = None) -> str:
     """A shell line that reruns the cell exactly as counted, writing the clients' JSON to ./out."""
     d = f"{STAGE_ROOT}/{STAGE_PREFIX}XXXXXXXX"
-    qemu = qemu_command(Path("$d") / STAGED_NAME, cpu_model, run, plugin_dir, Path("$d"))
+    qemu = qemu_command(Path("$d") / STAGED_NAME, cpu_model, run, plugin_dir, Path("$d"), env)
     return (f'd=$(mktemp -d {d}) && cp {binary.resolve()} "$d/{STAGED_NAME}" && cd "$d" && '
             + " ".join(qemu) + ' && mkdir -p "$OLDPWD/out" && cp "$d"/*.json "$OLDPWD/out/"')
 
 
-def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path) -> dict[str, Any]:
-    """Run one cell and return its record: argv, stdout, VL seen and every client's output."""
+def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run one cell and return its record: argv, stdout, VL seen and every client's output.
+    A dynamically linked (MPI) binary is staged the same way: its libraries come from the
+    multiarch paths, not from beside the binary."""
     cell = cell_name(binary, cpu_model, run)
     with staged(binary) as exe:
         out_dir = exe.parent
-        cmd = qemu_command(exe, cpu_model, run, plugin_dir, out_dir)
+        cmd = qemu_command(exe, cpu_model, run, plugin_dir, out_dir, env)
         t0 = time.monotonic()
         proc = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True)
         seconds = time.monotonic() - t0
@@ -72,7 +76,7 @@ def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path) -> dict[s
         "argv": [f"./{STAGED_NAME}", *run.argv()],
         "command": cmd,
         # Runnable as it is: the same staging (a copy at a path of the same length).
-        "command_line": replay_command(binary, cpu_model, run, plugin_dir),
+        "command_line": replay_command(binary, cpu_model, run, plugin_dir, env),
         "checksum": fields.get("checksum"),
         "seconds": round(seconds, 3),
         **clients,

@@ -1,0 +1,176 @@
+"""The Open MPI figures (paper Fig. 9, 10): the MPI programs verify their results at two VLs,
+the user paths count exactly the count sweep's kernels plus a measured constant, the stock
+library is flat across VL, and a sweep without the arm64 Open MPI stops early naming the fix.
+
+All but the last need Debian's arm64 Open MPI (./harness setup --with-mpi) and skip without it.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from analysis import build, cli, config, mpi, toolchain
+from analysis.backends import qemu
+from conftest import REPO, run_cell, snakemake
+from disasm import OBJDUMP, run
+
+MPI_SWEEP = REPO / "configs" / "mpi.yaml"
+needs_mpi = pytest.mark.skipif(
+    not mpi.installed(), reason="Debian's arm64 Open MPI is not installed (run ./harness setup --with-mpi)"
+)
+VECTOR = (("dtype", "float"), ("blocklen", 1), ("stride", 2))
+MAX_FLOAT = (("op", "max"), ("dtype", "float"), ("nan", 1))
+
+
+@pytest.fixture(scope="module")
+def mpi_sweep(work: Path) -> config.Sweep:
+    return config.load(MPI_SWEEP, {"build_dir": str(work / "build"), "results_dir": str(work / "mpi-results")})
+
+
+@pytest.fixture(scope="module")
+def mpi_bin(mpi_sweep: config.Sweep, binaries) -> Callable[[str, str], Path]:
+    """Every MPI row's VLA binary (QEMU markers), built through the workflow; `binaries` has
+    built the static kernels and the plugins into the same tree."""
+    bd = mpi_sweep.build_dir
+    rows = [r for r in mpi_sweep.table.rows if mpi_sweep.table.families[r.family].mpi]
+    targets = [str(build.binary_path(bd, "gcc", "vla", "qemu", r.name)) for r in rows]
+    proc = snakemake(MPI_SWEEP, bd, mpi_sweep.results_dir, targets)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return lambda kernel, variant: build.binary_path(bd, "gcc", "vla", "qemu", f"{kernel}-{variant}")
+
+
+def run_mpi(binary: Path, vl: int, size: int, params: tuple, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run an MPI program under QEMU without plugins, in the environment the runner gives it."""
+    argv = config.Run(vl, size, "-", "-", params).argv()
+    e = mpi.RUN_ENV if env is None else env
+    cmd = ["env", "-i", *(f"{k}={v}" for k, v in e.items()), "qemu-aarch64", "-cpu",
+           f"max,sve-default-vector-length={vl // 8}", f"./{binary.name}", *argv]
+    return subprocess.run(cmd, cwd=binary.parent, capture_output=True, text=True)
+
+
+def roi_net(binary: Path, plugin_dir: Path, vl: int, size: int, params: tuple, env: dict[str, str]) -> int:
+    def roi(n: int) -> int:
+        return qemu.run_once(binary, "max", config.Run(vl, n, "-", "-", params), plugin_dir, env)["inscount"]["roi"]["total"]
+    return roi(size) - roi(0)
+
+
+@needs_mpi
+@pytest.mark.parametrize("kernel, params, size", [
+    ("mpi_pack", VECTOR, 65536), ("mpi_unpack", VECTOR, 65536),
+    ("mpi_pack", (("dtype", "double"), ("blocklen", 3), ("stride", 5)), 24000),
+    ("mpi_unpack", (("dtype", "double"), ("blocklen", 3), ("stride", 5)), 24000),
+    ("mpi_reduce", MAX_FLOAT, 65544), ("mpi_reduce", (("op", "sum"), ("dtype", "int32"), ("nan", 0)), 65544),
+])
+def test_every_mpi_program_verifies_at_two_vls(mpi_bin, mpi_sweep, kernel: str, params: tuple, size: int) -> None:
+    """Each row checks its output against the scalar reference (the count sweep's driver); the
+    stock library and the user kernels produce the same bytes at VL 128 and 2048."""
+    sums = {}
+    for row in (r for r in mpi_sweep.table.rows if r.kernel == kernel):
+        for vl in (128, 2048):
+            proc = run_mpi(mpi_bin(kernel, row.variant), vl, size, tuple(row.params.items()) + params)
+            assert proc.returncode == 0 and proc.stdout.startswith(f"ok vl={vl} "), (row.name, vl, proc.stderr[-2000:])
+            sums[(row.variant, vl)] = proc.stdout.split("checksum=")[1].strip()
+    assert len(sums) >= 6 and len(set(sums.values())) == 1, sums
+
+
+@needs_mpi
+def test_mpi_program_fails_without_singleton_isolation(mpi_bin) -> None:
+    """Without OMPI_MCA_ess_singleton_isolated=1 the singleton tries to exec orted and MPI_Init
+    fails: the runner's environment for MPI rows is what makes them run."""
+    proc = run_mpi(mpi_bin("mpi_reduce", "stock"), 256, 4096, MAX_FLOAT, env={})
+    assert proc.returncode != 0
+    assert "ok " not in proc.stdout
+    assert "orted" in proc.stderr and "MPI_Init" in proc.stderr, proc.stderr[-2000:]
+
+
+@needs_mpi
+def test_user_pack_counts_exactly_the_count_sweeps_kernel(mpi_bin, binaries, plugin_dir, work: Path) -> None:
+    """The user pack path is the count sweep's pack-acle object (same source and flags, same
+    code) called in an MPI process: its ROI net count equals the Fig. 4 count exactly."""
+    obj = work / "build" / "gcc" / "vla" / "obj"
+    dis = {n: re.sub(r"^.*file format.*$", "", run([OBJDUMP, "-d", str(obj / f"{n}.o")]).stdout, flags=re.M)
+           for n in ("pack-acle", "mpi_pack-acle")}
+    assert dis["pack-acle"] == dis["mpi_pack-acle"]
+    params = (("dir", "pack"),) + VECTOR
+    for vl in (128, 2048):
+        mpi_net = roi_net(mpi_bin("mpi_pack", "acle"), plugin_dir, vl, 65536, params, mpi.RUN_ENV)
+        plain_net = roi_net(binaries("pack", "acle"), plugin_dir, vl, 65536, params, {})
+        assert mpi_net == plain_net, (vl, mpi_net, plain_net)
+
+
+@needs_mpi
+def test_user_op_runs_the_count_sweeps_kernel_plus_a_constant_call(mpi_bin, binaries, plugin_dir) -> None:
+    """MPI_Reduce_local with a count-sweep kernel as a user-defined op. In the ROI the kernel
+    function executes exactly the instructions it executes in the count sweep, at every VL and
+    size; everything else in the ROI (libmpi's MPI_Reduce_local, our trampoline user_fn_* and
+    the mpi_reduce_* caller) is one constant for both kernels at every VL and size. So
+    roi_net(MPI) = roi_net(count sweep) + C + k0, where C (measured: 92 = 86 in libmpi + 6 in
+    the trampoline) is the part of the call that runs only for a non-empty message (with
+    count 0 Open MPI runs 630 instructions but never calls the op), and k0 the kernel's own
+    size-0 cost, which the count sweep's baseline contains and MPI's does not."""
+    fn = {"acle": "acle_max_float", "c_scalar": "elementwise_max_float"}
+    rest, call = set(), set()
+    for variant, kernel_fn in fn.items():
+        for vl in (128, 512, 2048):
+            recs = {}
+            for n in (0, 65536, 100000):
+                for path, b, env in (("mpi", mpi_bin("mpi_reduce", variant), mpi.RUN_ENV),
+                                     ("plain", binaries("reduce", variant), {})):
+                    roi = qemu.run_once(b, "max", config.Run(vl, n, "-", "-", MAX_FLOAT), plugin_dir, env)["inscount"]
+                    recs[(path, n)] = (roi["roi"]["total"], {f["symbol"]: f["total"] for f in roi["roi_functions"]})
+            for n in (65536, 100000):
+                (mpi_total, mpi_fns), (_, plain_fns) = recs[("mpi", n)], recs[("plain", n)]
+                assert mpi_fns[kernel_fn] == plain_fns[kernel_fn], (variant, vl, n)
+                rest.add(mpi_total - mpi_fns[kernel_fn])
+                net = {p: recs[(p, n)][0] - recs[(p, 0)][0] for p in ("mpi", "plain")}
+                call.add(net["mpi"] - net["plain"] - recs[("plain", 0)][1].get(kernel_fn, 0))
+    assert len(rest) == 1, rest
+    assert len(call) == 1 and 0 < next(iter(call)) < 200, call
+
+
+@needs_mpi
+def test_stock_library_is_flat_across_vl(mpi_bin, plugin_dir) -> None:
+    """Open MPI 4.1 has no SVE: its MAX and its pack engine execute the same instructions at
+    every VL (the paper's stock lines of Fig. 9 and 10 are flat)."""
+    for kernel, params in (("mpi_pack", (("dir", "pack"),) + VECTOR), ("mpi_reduce", MAX_FLOAT)):
+        nets = {vl: roi_net(mpi_bin(kernel, "stock"), plugin_dir, vl, 65536, params, mpi.RUN_ENV) for vl in (128, 2048)}
+        assert abs(nets[128] / nets[2048] - 1) < 0.01, (kernel, nets)
+
+
+@needs_mpi
+def test_declared_roi_behaviour_of_mpi_rows(mpi_bin, mpi_sweep, plugin_dir) -> None:
+    """The kernel table's `sve_in_roi` and `lacks_class` facts of the MPI rows on their ROI
+    (library code included), and `has` on their kernel objects."""
+    checked = 0
+    for row in (r for r in mpi_sweep.table.rows if mpi_sweep.table.families[r.family].mpi and r.expect):
+        params = tuple(row.params.items()) + (MAX_FLOAT if row.family == "mpi_reduce" else VECTOR)
+        recs = [qemu.run_once(mpi_bin(row.kernel, row.variant), "max", config.Run(256, n, "-", "-", params),
+                              plugin_dir, mpi.RUN_ENV)["inscount"]["roi"] for n in (0, 65536)]
+        if "sve_in_roi" in row.expect:
+            assert (recs[1]["sve"] - recs[0]["sve"] > 0) == row.expect["sve_in_roi"], (row.name, recs[1]["sve"])
+        for cls in row.expect.get("lacks_class", []):
+            assert recs[1]["classes"][cls] == 0, (row.name, cls)
+        text = run([OBJDUMP, "-d", str(mpi_sweep.build_dir / "gcc" / "vla" / "obj" / f"{row.name}.o")]).stdout
+        for m in row.expect.get("has", []):
+            assert re.search(rf"\s{m}\s", text), (row.name, m)
+        checked += 1
+    assert checked >= 3
+
+
+def test_mpi_sweep_without_the_stack_stops_early_naming_the_fix(monkeypatch, tmp_path: Path, capsys) -> None:
+    """No arm64 Open MPI: validate (and the workflow's preflight, same check) stops with one line
+    naming ./harness setup --with-mpi before any job, and writes nothing."""
+    monkeypatch.setattr(mpi, "INCLUDE", tmp_path / "no-such-openmpi" / "include")
+    results = tmp_path / "results"
+    rc = cli.main(["validate", "--config", str(MPI_SWEEP), "--set", f"results_dir={results}"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "./harness setup --with-mpi" in err and len(err.strip().splitlines()) == 1, err
+    assert not results.exists()
+    with pytest.raises(toolchain.ToolchainError, match="--with-mpi"):
+        mpi.check(config.load(MPI_SWEEP))
+    mpi.check(config.load(REPO / "configs" / "default.yaml"))  # the default sweep never needs it
