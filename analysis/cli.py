@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from analysis import config, mpi, toolchain
-from analysis.backends import RunError
+from analysis.backends import RunError, perf
 
 REPO = config.REPO
 MPI_HINT = ("Open MPI figures (paper Fig. 9, 10): ./harness sweep --config configs/mpi.yaml "
@@ -63,8 +63,6 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
 def say_perf_plan(sweep: config.Sweep) -> None:
     """What the perf part will measure here, and one line per part it skips (said here, so
     the workflow does not repeat them)."""
-    from analysis.backends import perf
-
     status = perf.detect(sweep)
     if status is None:
         return

@@ -93,6 +93,10 @@ class KernelTable:
     def variants(self, kernel: str) -> list[str]:
         return [r.variant for r in self.rows if r.kernel == kernel]
 
+    def selector_family(self, sel: dict[str, Any]) -> Family:
+        """The family of a figure's or check's selector (its variant, else the kernel's first)."""
+        return self.families[self.row(sel["kernel"], sel.get("variant") or self.variants(sel["kernel"])[0]).family]
+
 
 @dataclass(frozen=True)
 class Binary:
@@ -519,7 +523,7 @@ def _check_perf(p: dict[str, Any], table: KernelTable, selections: list[dict[str
             _check_selector(table, sel, f"perf/figures/{fig['name']}")
         if fig["kind"] == "bandwidth":
             for sel in fig["series"]:
-                fam = table.families[table.row(sel["kernel"], sel.get("variant") or table.variants(sel["kernel"])[0]).family]
+                fam = table.selector_family(sel)
                 if not fam.traffic:
                     raise ConfigError(f"perf/figures/{fig['name']}: family {fam.name} declares no traffic in the kernel table; bandwidth is undefined")
 

@@ -90,8 +90,7 @@ def check_rows(df: pd.DataFrame, checks: list[dict[str, Any]], sizes: dict[str, 
     sve_vls = sorted(v for v in df["vl"].unique() if v > 0)
     for chk in checks:
         metric = chk.get("metric", perftable.TIME)
-        fam = table.row(chk["numerator"]["kernel"], chk["numerator"].get("variant") or table.variants(chk["numerator"]["kernel"])[0]).family
-        size = chk.get("size", max(sizes[fam]))
+        size = chk.get("size", max(sizes[table.selector_family(chk["numerator"]).name]))
         vls = chk.get("vector_lengths", sve_vls)
         if not sve_vls:
             out.append(f"| {chk['figure']} | {chk['claim']} | - | not measured: no SVE runs on this machine | {chk['target']} | - |")

@@ -47,13 +47,14 @@ def cell_rows(meta: dict[str, Any], rec: dict[str, Any]) -> list[dict[str, Any]]
            "layout": meta["layout"], "build": meta["build"], "cpu_model": meta["cpu_model"], "backend": "perf",
            "compiler": meta["compiler"], "vl": rec["vl"], "size": rec["size"]}
     rows = []
-    for i, (event, probed) in enumerate(meta["events"].items()):
+    # Each process's counters by event (the backend names them as configured).
+    by_event = [{c["event"]: c for c in p["counters"]} for p in procs]
+    for event, probed in meta["events"].items():
         row = {**key, "metric": event, "unit": "", "running_pct": math.nan}
         if probed == P.UNKNOWN:
             rows.append({**row, "status": P.UNKNOWN, "n": 0})
             continue
-        idx = [e for e, st in meta["events"].items() if st != P.UNKNOWN].index(event)
-        counters = [p["counters"][idx] for p in procs]
+        counters = [counts[event] for counts in by_event]
         bad = [c["status"] for c in counters if c["status"] != P.OK]
         if bad:
             rows.append({**row, "status": bad[0], "unit": counters[0]["unit"], "n": 0})

@@ -48,13 +48,17 @@ def parse_ok_line(stdout: str, cell: str) -> dict[str, str]:
     return fields
 
 
+def check_vl_seen(binary: Path, cpu_model: str, run: Run, seen: int) -> None:
+    if seen != run.vl:
+        raise RunError(f"{cell_name(binary, cpu_model, run)}: ran at VL {seen} bits, not the {run.vl} asked for")
+
+
 def count_job(job: Job, run_once: Callable[[Run], dict[str, Any]], binary: Path, out: Path,
               meta: dict[str, Any], log: TextIO = sys.stderr) -> None:
     records = []
     for i, run in enumerate(job.runs, 1):
         rec = run_once(run)
-        if rec["vl_seen"] != run.vl:
-            raise RunError(f"{cell_name(binary, job.cpu_model, run)}: ran at VL {rec['vl_seen']} bits, not the {run.vl} asked for")
+        check_vl_seen(binary, job.cpu_model, run, rec["vl_seen"])
         records.append(rec)
         what = (f"roi={rec['inscount']['roi']['total']}" if "inscount" in rec
                 else f"cycles={rec['gem5']['cycles']:.0f} insts={rec['gem5']['insts']:.0f}")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from analysis import build, toolchain
-from analysis.backends import RunError, cell_name, parse_ok_line, staged, write_raw
+from analysis.backends import RunError, cell_name, check_vl_seen, parse_ok_line, staged, write_raw
 from analysis.config import Job, Run, Sweep, layout_of
 
 SEP = ";"  # perf does not quote fields; event names may contain commas
@@ -234,8 +234,7 @@ def measure_job(sweep: Sweep, job: Job, binary: Path, out: Path, log: TextIO = s
         procs = []
         for _ in range(processes):
             rec = run_process(binary, run, s)
-            if rec["vl_seen"] != run.vl:
-                raise RunError(f"{cell_name(binary, 'native', run)}: ran at VL {rec['vl_seen']} bits, not the {run.vl} asked for")
+            check_vl_seen(binary, "native", run, rec["vl_seen"])
             procs.append(rec)
         mean_ns = statistics.mean(t for r in procs for t in r["times_ns"])
         print(f"[{i}/{len(job.runs)}] {cell_name(binary, 'native', run)}: {processes} processes x {s.calls} calls, "
