@@ -205,7 +205,9 @@ def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:
         rows = parse_csv((work / "perf.csv").read_text())
         if len(rows) != len(s.events):
             raise RunError(f"{cell}: perf reported {len(rows)} counters for {len(s.events)} events ({[r['event'] for r in rows]})")
-        times = parse_times((work / "times.txt").read_text() if (work / "times.txt").exists() else "", cell, s.calls)
+        if not (work / "times.txt").exists():
+            raise RunError(f"{cell}: the kernel wrote no call times: is it linked with roi_perf.o?")
+        times = parse_times((work / "times.txt").read_text(), cell, s.calls)
     for ev, row in zip(s.events, rows):
         row["event"] = ev  # perf may print it as e.g. cycles:u
     return {"vl_seen": int(fields["vl"]), "checksum": fields["checksum"], "counters": rows,
