@@ -8,9 +8,9 @@ writes results/bench.json; it asserts nothing (timing belongs here, not in the t
    where gem5 is found: the default cycle sweep on that tree (target < 30 min) and gem5's
    simulated instructions per host second, O3 and fast-forward;
 5. the default sweep's perf measurements (host baselines here, SVE runs on A64FX);
-6. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full;
-7. plugin overhead: a kernel whose plain QEMU run takes >= 2 s, plain vs all three
-   counting clients, median of 5 (target < 1.3x).
+6. plugin overhead: a kernel whose plain QEMU run takes >= 2 s, plain vs all three
+   counting clients, median of 5 (target < 1.3x);
+7. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import build, config
-from analysis.backends import qemu
+from analysis.backends import perf, qemu
 from analysis.cli import snakemake_cmd
 from analysis.table import read_counts
 
@@ -61,19 +61,13 @@ def sweep_time(cfg: str, work: Path, cores: int, gem5: bool = True, target: str 
 
 def perf_measurements(work: Path, cores: int) -> dict[str, Any] | None:
     """The default sweep's perf part on this machine (host baselines here; SVE on A64FX)."""
-    from analysis.backends import perf as P
-
-    sweep = config.load(REPO / "configs" / "default.yaml")
-    status = P.detect(sweep)
-    jobs = sweep.perf_jobs(status.sve, status.host) if status else []
-    for m in status.messages if status else []:
+    p = perf.plan(config.load(REPO / "configs" / "default.yaml"))
+    for m in p.status.messages if p else []:
         print(m, flush=True)
-    if not jobs:
+    if not p or not p.jobs:
         return None
-    p = sweep.raw["perf"]
-    processes = sum(len(j.runs) for j in jobs) * int(p.get("processes", 30))
     return {"seconds": round(sweep_time("configs/default.yaml", work, cores, gem5=False, target="perf_all"), 1),
-            "jobs": len(jobs), "processes": processes, "sve": status.sve, "host": status.host}
+            "jobs": len(p.jobs), "processes": p.processes, "sve": p.status.sve, "host": p.status.host}
 
 
 def overhead(work: Path, cores: int, repeats: int = 5) -> dict[str, Any]:

@@ -63,15 +63,12 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
 def say_perf_plan(sweep: config.Sweep) -> None:
     """What the perf part will measure here, and one line per part it skips (said here, so
     the workflow does not repeat them)."""
-    status = perf.detect(sweep)
-    if status is None:
+    p = perf.plan(sweep)
+    if p is None:
         return
-    jobs = sweep.perf_jobs(status.sve, status.host)
-    if jobs:
-        procs = sum(len(j.runs) for j in jobs) * int(sweep.raw["perf"].get("processes", 30))
-        print(f"perf: {len(jobs)} measurement jobs, {procs} processes (SVE: {'yes' if status.sve else 'no'}, "
-              f"host baselines: {'yes' if status.host else 'no'})", flush=True)
-    for line in status.messages:
+    if p.jobs:
+        print(p.line(), flush=True)
+    for line in p.status.messages:
         print(line, flush=True)
     os.environ["SVE_HARNESS_PERF_SKIP_SAID"] = "1"
 

@@ -4,14 +4,15 @@
 # has, so nothing else runs beside it.
 from analysis.backends import perf as PF
 
-PERF = PF.detect(SWEEP)
-if PERF and PERF.messages and not os.environ.get("SVE_HARNESS_PERF_SKIP_SAID"):
-    for _m in PERF.messages:
+_PLAN = PF.plan(SWEEP)
+PERF_MESSAGES = _PLAN.status.messages if _PLAN else []
+if PERF_MESSAGES and not os.environ.get("SVE_HARNESS_PERF_SKIP_SAID"):
+    for _m in PERF_MESSAGES:
         print(_m, file=sys.stderr)
     os.environ["SVE_HARNESS_PERF_SKIP_SAID"] = "1"
-PERF_JOBS = SWEEP.perf_jobs(sve=PERF.sve, host=PERF.host) if PERF else []
+PERF_JOBS = _PLAN.jobs if _PLAN else []
 if PERF_JOBS:
-    T.write_stamp(SWEEP.build_dir / "stamps" / "perf.txt", PERF.version + "\n")
+    T.write_stamp(SWEEP.build_dir / "stamps" / "perf.txt", _PLAN.status.version + "\n")
 PERF_FIGURES = [f"{RESULTS}/figures/{f['name']}.png" for f in SWEEP.raw.get("perf", {}).get("figures", [])]
 PERF_OUTPUTS = [f"{RESULTS}/perf.csv", f"{RESULTS}/perf_summary.md", *PERF_FIGURES] if PERF_JOBS else []
 
@@ -64,7 +65,7 @@ rule perf_plot:
         f"{RESULTS}/logs/perf_plot.log",
     params:
         args=SWEEP_ARGS,
-        messages=" ".join(f"--message {shlex.quote(m)}" for m in (PERF.messages if PERF else [])),
+        messages=" ".join(f"--message {shlex.quote(m)}" for m in PERF_MESSAGES),
     shell:
         "{PY} -m analysis.perfplot {params.args} --table {input.table} --summary {output.summary} "
         "{params.messages} {input.raw} 2> {log} || {{ tail -n 1 {log} >&2; exit 1; }}"

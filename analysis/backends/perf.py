@@ -95,6 +95,27 @@ def detect(sweep: Sweep) -> PerfStatus | None:
     return status
 
 
+@dataclass
+class Plan:
+    """What a sweep's perf section measures on this machine."""
+    status: PerfStatus
+    jobs: list[Job]
+    processes: int  # over every job and cell
+
+    def line(self) -> str:
+        return (f"perf: {len(self.jobs)} measurement jobs, {self.processes} processes "
+                f"(SVE: {'yes' if self.status.sve else 'no'}, host baselines: {'yes' if self.status.host else 'no'})")
+
+
+def plan(sweep: Sweep) -> Plan | None:
+    """None when the sweep has no perf section."""
+    status = detect(sweep)
+    if status is None:
+        return None
+    jobs = sweep.perf_jobs(status.sve, status.host)
+    return Plan(status, jobs, sum(len(j.runs) for j in jobs) * int(sweep.raw["perf"].get("processes", 30)))
+
+
 def _env(extra: dict[str, str]) -> dict[str, str]:
     # A fixed, minimal environment (C locale: perf's decimal point) plus the ROI settings.
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", **extra}
