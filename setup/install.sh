@@ -7,6 +7,8 @@
 #   setup/install.sh --with-clang    also the clang cross toolchain (clang-14)
 #   setup/install.sh --with-mpi      also Debian's arm64 Open MPI (libopenmpi-dev:arm64,
 #                                    multiarch) for the MPI figures (configs/mpi.yaml)
+#   setup/install.sh --with-gem5     also gem5's Debian build dependencies, then build the pinned
+#                                    gem5 into a cache outside the repository (setup/gem5.sh)
 #   setup/install.sh --force         ignore the stamp and recheck everything
 #   setup/install.sh --venv-only     only the Python venv: no apt, no tool checks (a cluster
 #                                    without apt or root, e.g. A64FX nodes; ./harness does
@@ -60,6 +62,9 @@ APT_CLANG=(clang-14)
 # workflow says in one line that it skipped the measurements and why.
 if grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then APT_BASE+=(linux-perf); fi
 APT_MPI=(libopenmpi-dev:arm64)
+# gem5's build dependencies (the minimal set for an ARM build without Ruby; tcmalloc for speed).
+APT_GEM5=(scons python3-dev zlib1g-dev m4 libprotobuf-dev protobuf-compiler
+          libgoogle-perftools-dev pkg-config g++)
 # Where Debian's arm64 Open MPI puts its headers (the file the cheap recheck looks for).
 MPI_HEADER=/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h
 # Host toolchain named in every apt install command (protects it from removal).
@@ -362,6 +367,7 @@ MODE=install
 WITH_CLANG=0
 VENV_ONLY=0
 WITH_MPI=0
+WITH_GEM5=0
 FORCE=0
 SIMFILE=""
 while [[ $# -gt 0 ]]; do
@@ -369,6 +375,7 @@ while [[ $# -gt 0 ]]; do
         --check) MODE=check ;;
         --with-clang) WITH_CLANG=1 ;;
         --with-mpi) WITH_MPI=1 ;;
+        --with-gem5) WITH_GEM5=1 ;;
         --force) FORCE=1 ;;
         --check-simulation) MODE=simcheck; SIMFILE="${2:-}"; shift || true ;;
         --venv-only) VENV_ONLY=1 ;;
@@ -389,6 +396,7 @@ CMDS=("${CMDS_BASE[@]}")
 if [[ $WITH_CLANG -eq 1 ]]; then APT_PKGS+=("${APT_CLANG[@]}"); CMDS+=("${CMDS_CLANG[@]}"); fi
 if [[ $VENV_ONLY -eq 1 ]]; then APT_PKGS=(); CMDS=(); fi
 if [[ $WITH_MPI -eq 1 ]]; then APT_PKGS+=("${APT_MPI[@]}"); fi
+if [[ $WITH_GEM5 -eq 1 ]]; then APT_PKGS+=("${APT_GEM5[@]}"); fi
 
 [[ -f "$REQS" ]] || die "requirements.txt missing at $REQS; restore it from git"
 
@@ -414,7 +422,11 @@ if [[ $MODE == check ]]; then
     fi
     echo "$ME --check: ${#problems[@]} missing:"
     printf '  - %s\n' "${problems[@]}"
+    if [[ $WITH_GEM5 -eq 1 ]] && [[ ! -x "$("$ROOT/setup/gem5.sh" --path)" ]]; then
+        problems+=("gem5 not built at $("$ROOT/setup/gem5.sh" --path) (fix: $ME --with-gem5)")
+    fi
     fixcmd="$ME"; [[ $WITH_CLANG -eq 1 ]] && fixcmd+=" --with-clang"; [[ $WITH_MPI -eq 1 ]] && fixcmd+=" --with-mpi"
+    [[ $WITH_GEM5 -eq 1 ]] && fixcmd+=" --with-gem5"
     echo "fix: run $fixcmd (as root, or as a user with sudo)"
     exit 1
 fi
@@ -427,12 +439,15 @@ fast_ok() {
         && [[ -z "$(missing_cmds "${CMDS[@]}")" ]] \
         && [[ $WITH_MPI -eq 0 || -f "$MPI_HEADER" ]]
 }
-fast_ok && exit 0
+if fast_ok; then
+    [[ $WITH_GEM5 -eq 0 ]] || exec "$ROOT/setup/gem5.sh"
+    exit 0
+fi
 
 # Serialise concurrent runs (two ./harness commands started together).
 exec 9>"${TMPDIR:-/tmp}/harness-install.$(id -u).$(echo "$ROOT" | cksum | cut -d' ' -f1).lock"
 flock 9
-fast_ok && exit 0
+if fast_ok; then [[ $WITH_GEM5 -eq 0 ]] || { exec 9>&-; exec "$ROOT/setup/gem5.sh"; }; exit 0; fi
 
 mapfile -t MISSING < <(missing_apt "${APT_PKGS[@]}")
 if [[ $WITH_MPI -eq 1 ]] && printf '%s\n' "${MISSING[@]}" | grep -q ':arm64$'; then enable_arm64; fi
@@ -453,7 +468,9 @@ setup_venv "$PY"
 
 grep -qxF "$KEY" "$STAMP" 2>/dev/null || echo "$KEY" >>"$STAMP"
 # A set with extras contains the base set: a later run without them is a no-op too.
-if [[ $WITH_CLANG -eq 1 || $WITH_MPI -eq 1 ]]; then
+if [[ $WITH_CLANG -eq 1 || $WITH_MPI -eq 1 || $WITH_GEM5 -eq 1 ]]; then
     BASE_KEY="$(stamp_key "${APT_BASE[@]}")"
     grep -qxF "$BASE_KEY" "$STAMP" || echo "$BASE_KEY" >>"$STAMP"
 fi
+# The build itself is not behind the stamp: gem5.sh keeps its own (a second call does nothing).
+if [[ $WITH_GEM5 -eq 1 ]]; then exec 9>&-; exec "$ROOT/setup/gem5.sh"; fi

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Build the pinned gem5 (ARM, classic caches only, gem5.fast) into a cache directory outside
+# the repository, so that every sweep finds it without GEM5=.
+#
+#   setup/gem5.sh            build it unless the cache already holds this version (then: nothing)
+#   setup/gem5.sh --path     print where the binary is (or will be); build nothing
+#
+# Environment:
+#   GEM5_SRC=DIR       a gem5 source tree to build from (offline, tests); a git checkout must be
+#                      at the pinned commit, a plain tree must say the pinned version
+#   GEM5_VERSION=TAG   the version to build; only the pinned one is known
+#   HARNESS_CACHE=DIR  cache root (default ${XDG_CACHE_HOME:-~/.cache}/sve-harness)
+#
+# Called by `setup/install.sh --with-gem5` after it installed the Debian build dependencies
+# with its no-removal rule. Why RUBY=n and gem5.fast: the harness uses classic caches only,
+# and this halves the build (about 80 minutes on 2 cores) and gives the fastest simulator.
+set -euo pipefail
+
+ME="setup/gem5.sh"
+PINNED_VERSION="v24.0.0.1"
+PINNED_COMMIT="b1a44b89c7bae73fae2dc547bc1f871452075b85"
+UPSTREAM="https://github.com/gem5/gem5.git"
+# Measured: the source tree (120 MB) plus build/ARMNR after gem5.fast is built.
+NEED_GIB=${GEM5_NEED_GIB:-6}
+
+die() { echo "$ME: $*" >&2; exit 1; }
+say() { echo "$ME: $*" >&2; }
+
+VERSION="${GEM5_VERSION:-$PINNED_VERSION}"
+[[ "$VERSION" == "$PINNED_VERSION" ]] \
+    || die "unknown gem5 version '$VERSION'; this harness pins $PINNED_VERSION (unset GEM5_VERSION)"
+
+CACHE="${HARNESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sve-harness}"
+DIR="$CACHE/gem5-$VERSION"
+SRC="$DIR/src"
+BIN="$SRC/build/ARMNR/gem5.fast"
+STAMP="$DIR/installed"
+LOG="$DIR/build.log"
+
+if [[ "${1:-}" == --path ]]; then echo "$BIN"; exit 0; fi
+[[ $# -eq 0 ]] || die "unknown option '$1'; usage: $ME [--path]"
+
+# A second call does nothing: the stamp names the commit and the binary's checksum.
+if [[ -x "$BIN" && -f "$STAMP" ]] && grep -qx "commit=$PINNED_COMMIT" "$STAMP" \
+        && grep -qx "sha256=$(sha256sum "$BIN" | cut -d' ' -f1)" "$STAMP"; then
+    say "gem5 $VERSION is built: $BIN"
+    exit 0
+fi
+
+for tool in scons g++ m4 python3-config; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool not found; fix: setup/install.sh --with-gem5 (installs gem5's build dependencies)"
+done
+
+mkdir -p "$DIR" || die "cannot create $DIR; set HARNESS_CACHE to a writable directory"
+free_kib=$(df -Pk "$DIR" | awk 'NR == 2 { print $4 }')
+if (( free_kib < NEED_GIB * 1024 * 1024 )); then
+    die "not enough disk at $DIR: $((free_kib / 1024 / 1024)) GiB free, the gem5 build needs $NEED_GIB GiB; free space or set HARNESS_CACHE"
+fi
+
+# The source: checked against the pinned release before anything is built.
+if [[ ! -f "$SRC/SConstruct" ]]; then
+    rm -rf "$SRC"
+    if [[ -n "${GEM5_SRC:-}" ]]; then
+        [[ -f "$GEM5_SRC/SConstruct" ]] || die "GEM5_SRC=$GEM5_SRC is not a gem5 source tree (no SConstruct)"
+        if git -C "$GEM5_SRC" rev-parse HEAD >/dev/null 2>&1 && [[ -d "$GEM5_SRC/.git" ]]; then
+            have=$(git -C "$GEM5_SRC" rev-parse HEAD)
+            [[ "$have" == "$PINNED_COMMIT" ]] \
+                || die "GEM5_SRC=$GEM5_SRC is at commit $have, not $VERSION ($PINNED_COMMIT); check out $VERSION"
+        else
+            grep -q "\"${VERSION#v}\"" "$GEM5_SRC/src/base/version.cc" 2>/dev/null \
+                || die "GEM5_SRC=$GEM5_SRC is not gem5 $VERSION (src/base/version.cc says otherwise)"
+        fi
+        say "copying the gem5 source from $GEM5_SRC"
+        cp -a "$GEM5_SRC/." "$SRC/" || die "copying $GEM5_SRC to $SRC failed"
+    else
+        command -v git >/dev/null 2>&1 || die "git not found; fix: apt-get install git, or set GEM5_SRC to a gem5 $VERSION source tree"
+        say "cloning gem5 $VERSION"
+        git clone -q --depth 1 --branch "$VERSION" "$UPSTREAM" "$SRC" >"$DIR/clone.log" 2>&1 \
+            || die "cloning $UPSTREAM failed (log: $DIR/clone.log); or set GEM5_SRC to a gem5 $VERSION source tree"
+        have=$(git -C "$SRC" rev-parse HEAD)
+        [[ "$have" == "$PINNED_COMMIT" ]] \
+            || { rm -rf "$SRC"; die "the $VERSION tag is at commit $have, not the pinned $PINNED_COMMIT; refusing to build it"; }
+    fi
+fi
+
+jobs=$(nproc)
+say "building gem5 $VERSION (ARM, RUBY=n, gem5.fast, $jobs jobs; about 80 minutes on 2 cores); log: $LOG"
+opts="$DIR/ARMNR.opts"
+printf 'BUILD_ISA=y\nUSE_ARM_ISA=y\nRUBY=n\n' >"$opts"
+if ! (cd "$SRC" && scons defconfig build/ARMNR "$opts" && \
+      scons "build/ARMNR/gem5.fast" -j"$jobs" --ignore-style) >"$LOG" 2>&1; then
+    die "the gem5 build failed; see $LOG"
+fi
+[[ -x "$BIN" ]] || die "the gem5 build ended without $BIN; see $LOG"
+"$BIN" --help >/dev/null 2>&1 || die "$BIN was built but does not run; see $LOG"
+printf 'version=%s\ncommit=%s\nsha256=%s\n' "$VERSION" "$PINNED_COMMIT" \
+    "$(sha256sum "$BIN" | cut -d' ' -f1)" >"$STAMP"
+say "gem5 $VERSION is built: $BIN"
