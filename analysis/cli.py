@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis import config, mpi, toolchain
-from analysis.backends import RunError, perf
+from analysis import config, guard, mpi, toolchain
+from analysis.backends import RunError, clean_stale_stages, perf
 
 REPO = config.REPO
 MPI_HINT = ("Open MPI figures (paper Fig. 9, 10): ./harness sweep --config configs/mpi.yaml "
@@ -54,10 +54,26 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     runs = sum(len(j.runs) for j in jobs)
     print(f"sweep {ns.config}: {len(jobs)} count jobs, {runs} runs, results in {sweep.results_dir}", flush=True)
     say_perf_plan(sweep)
-    rc = subprocess.call(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args))
+    try:
+        rc = guard.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args))
+    except guard.Interrupted:
+        mark_stale(sweep, ns.snakemake_args)
+        raise
+    if rc != 0:
+        mark_stale(sweep, ns.snakemake_args)
     if rc == 0 and not mpi.needs_mpi(sweep):
         print(MPI_HINT, flush=True)
     return rc
+
+
+def mark_stale(sweep: config.Sweep, snakemake_args: list[str]) -> None:
+    """After a failed or interrupted sweep, no table or figure of it may look current (a run
+    that only unlocks or plans has written nothing)."""
+    if {"--unlock", "--dry-run", "-n"} & set(snakemake_args):
+        return
+    line = guard.mark_stale(sweep.results_dir)
+    if line:
+        print(line, file=sys.stderr, flush=True)
 
 
 def say_perf_plan(sweep: config.Sweep) -> None:
@@ -99,8 +115,8 @@ def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
             )
     if ns.vl not in config.CPU_MODEL_VLS[ns.cpu]:
         raise config.ConfigError(f"QEMU's {ns.cpu} model does not support VL {ns.vl}; it supports {', '.join(map(str, config.CPU_MODEL_VLS[ns.cpu]))}")
-    if ns.size < 0:
-        raise config.ConfigError(f"--size {ns.size}: sizes are byte counts >= 0")
+    if not 0 <= ns.size <= config.SIZE_MAX:
+        raise config.ConfigError(f"--size {ns.size}: sizes are byte counts from 0 to {config.SIZE_MAX}")
     row = sweep.table.row(ns.kernel, ns.variant)
     op, dtype = sel["op_dtypes"][0]
     params = config.run_params(sweep.table, row, op, dtype)
@@ -126,7 +142,9 @@ def cmd_count(ns: argparse.Namespace) -> int:
         return 1
     plugins = build.plugin_path(bd, "inscount").parent
     env = mpi.run_env(sweep.table, ns.kernel, ns.variant)
-    recs = [qemu.run_once(binary, job.cpu_model, r, plugins, env) for r in job.runs]
+    clean_stale_stages()
+    recs = [qemu.run_once(binary, job.cpu_model, r, plugins, env, sweep.time_limit(ns.kernel, ns.variant, "qemu", r.size))
+            for r in job.runs]
     base, meas = recs[0]["inscount"]["roi"], recs[-1]["inscount"]["roi"]
     print(f"{job.binary.name} {ns.build} cpu={ns.cpu} vl={ns.vl} size={ns.size} op={job.runs[0].op} dtype={job.runs[0].dtype}")
     print(f"  roi_net total {meas['total'] - base['total']}  sve {meas['sve'] - base['sve']}")
@@ -136,6 +154,26 @@ def cmd_count(ns: argparse.Namespace) -> int:
             print(f"  roi_net class {cls:18s} {d}")
     print(f"  command: {' '.join(recs[-1]['command'])}  (cwd {binary.parent})")
     return 0
+
+
+def cmd_unlock(ns: argparse.Namespace) -> int:
+    print(guard.unlock())
+    return 0
+
+
+def cores(text: str) -> int:
+    """--cores: a whole number >= 1 (0 makes Snakemake wait forever, a negative one is not a count)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--cores {text}: give a whole number of cores >= 1")
+    return n
+
+
+# Commands that run Snakemake in the tree (or check what a sweep would meet) look for a stale lock first.
+LOCKING = ("sweep", "validate", "count", "bless", "regress", "test")
 
 
 def cmd_regress(ns: argparse.Namespace) -> int:
@@ -168,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("sweep", help="build, count, tabulate and plot a sweep (default: the paper's figures)")
     s.add_argument("--config", default="configs/default.yaml")
-    s.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    s.add_argument("--cores", type=cores, default=os.cpu_count() or 1)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override results_dir/build_dir")
     s.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="after --: passed to snakemake")
     s.set_defaults(func=cmd_sweep)
@@ -193,12 +231,14 @@ def main(argv: list[str] | None = None) -> int:
                          ("regress", "recount the regression set and compare with the golden files")):
         r = sub.add_parser(action, help=text)
         r.add_argument("--config", default="configs/regress.yaml")
-        r.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+        r.add_argument("--cores", type=cores, default=os.cpu_count() or 1)
         r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
         r.set_defaults(func=cmd_regress)
     e = sub.add_parser("explain", help="explain one cell of results/counts.csv (commands, hot loop, functions, classes)",
                        add_help=False)
     e.set_defaults(func=cmd_explain)
+    u = sub.add_parser("unlock", help="remove the Snakemake lock a killed sweep left behind")
+    u.set_defaults(func=cmd_unlock)
     t = sub.add_parser("test", help="run the test suite")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     t.set_defaults(func=cmd_test)
@@ -211,10 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(ns, "snakemake_args", None) and ns.snakemake_args[0] == "--":
         ns.snakemake_args = ns.snakemake_args[1:]
     try:
+        if ns.cmd in LOCKING and "--unlock" not in (getattr(ns, "snakemake_args", None) or []):
+            guard.check_lock()
         return ns.func(ns)
-    except (config.ConfigError, toolchain.ToolchainError, RunError) as e:
+    except (config.ConfigError, toolchain.ToolchainError, RunError, guard.LockError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, guard.Interrupted):
+        print(f"interrupted: ./harness {ns.cmd} stopped; run it again to resume (finished steps are kept)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analysis import config, parse, subtract, table
+from analysis import config, parse, rawcheck, subtract, table
+from analysis.backends import gem5
 
 
 def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -41,14 +41,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("raw", nargs="+", type=Path)
     ns = p.parse_args(argv)
     try:
-        docs = [json.loads(f.read_text()) for f in ns.raw]
+        sweep = config.load_from_args(ns)
+        jobs = sweep.jobs() + (sweep.gem5_jobs(gem5.load_systems()) if sweep.raw.get("gem5") else [])
+        docs = rawcheck.load_checked(ns.raw, jobs)
         mnemonics = parse.decode_mnemonics(docs)
         raw = pd.DataFrame([row for d in docs for row in parse.job_rows(d, mnemonics)])
         counts = subtract.subtract(raw)
         prov = pd.DataFrame([row for d in docs for row in provenance_rows(d)])
         table.write_provenance(prov, ns.provenance)
         table.write_counts(counts, ns.counts)
-    except (table.TableError, ValueError, KeyError) as e:
+    except (rawcheck.RawError, config.ConfigError, table.TableError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"collect: {len(counts)} rows from {len(docs)} jobs -> {ns.counts}", file=sys.stderr)

@@ -27,6 +27,10 @@ DTYPE_SIZE = {
 }
 NO_OP = "-"  # the op column of kernels that are not reductions
 GEM5_VLS = (128, 256, 512, 1024, 2048)
+# The binaries take the size as 12 decimal digits (docs/contracts.md 1): larger ones are refused there.
+SIZE_MAX = 10**12 - 1
+# Per-run time limit (sweep parameter time_limit, configs/schema/sweep.schema.yaml).
+TIME_LIMIT_DEFAULTS = {"base_seconds": 120.0, "seconds_per_mib": 60.0, "gem5_factor": 20.0}
 PERF_VLS = (128, 256, 512)  # what A64FX offers
 
 
@@ -223,6 +227,16 @@ class Sweep:
                 jobs.append(Job(Binary("native", build, "perf", row.kernel, row.variant), "native", runs))
         return jobs
 
+    def time_limit(self, kernel: str, variant: str, backend: str, size: int) -> float:
+        """Seconds one run may take before it is killed: the kernel selection's own limit, else
+        derived from the size (the instruction count grows with it) and the backend's speed."""
+        for sel in self.selections:
+            if sel["kernel"] == kernel and variant in sel["variants"] and sel.get("time_limit"):
+                return float(sel["time_limit"])
+        t = {**TIME_LIMIT_DEFAULTS, **self.raw.get("time_limit", {})}
+        seconds = t["base_seconds"] + t["seconds_per_mib"] * size / (1 << 20)
+        return float(seconds * (t["gem5_factor"] if backend == "gem5" else 1))
+
     def run_sizes(self, family: str) -> list[int]:
         sizes = {0}
         for s in self.sizes[family]:
@@ -257,6 +271,10 @@ def _read_yaml(path: Path) -> Any:
             return yaml.safe_load(f)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a directory: name a sweep file (YAML) such as configs/default.yaml") from None
+    except (UnicodeDecodeError, OSError) as e:
+        raise ConfigError(f"{path}: cannot be read as a YAML file ({e}): name a sweep file such as configs/default.yaml") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
 
@@ -367,17 +385,24 @@ def selection(table: KernelTable, sel: dict[str, Any]) -> dict[str, Any]:
             if d not in (fam.dtypes or ("uint8",)):
                 raise ConfigError(f"kernel {kernel}: unknown dtype '{d}'; it accepts {', '.join(fam.dtypes or ('uint8',))}")
         pairs = [(NO_OP, d) for d in dtypes]
-    return {"kernel": kernel, "variants": list(variants), "op_dtypes": pairs, "family": fam.name}
+    return {"kernel": kernel, "variants": list(variants), "op_dtypes": pairs, "family": fam.name,
+            "time_limit": sel.get("time_limit")}
 
 
-def _check_sizes(table: KernelTable, sizes: dict[str, list[int]], selections: list[dict[str, Any]], where: str = "sizes") -> None:
+def _check_sizes(table: KernelTable, sizes: dict[str, list[int]], selections: list[dict[str, Any]], where: str = "sizes",
+                 linearity: bool = False) -> None:
     for fam_name, values in sizes.items():
         if fam_name not in table.families:
             raise ConfigError(f"{where}: unknown family '{fam_name}'; known: {', '.join(table.families)}")
         for s in values:
-            if s < 1:
+            if not isinstance(s, int) or s < 1:
                 raise ConfigError(
                     f"{where}/{fam_name}: size {s} is not valid; sizes are byte counts >= 1 (0, the baseline, always runs)"
+                )
+            if s > SIZE_MAX or (linearity and 2 * s > SIZE_MAX):
+                raise ConfigError(
+                    f"{where}/{fam_name}: size {s} is too large; the kernels take at most {SIZE_MAX} bytes"
+                    + (" (the linearity check also runs twice the size)" if linearity else "")
                 )
     for sel in selections:
         fam = table.families[sel["family"]]
@@ -447,17 +472,19 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         _check_gem5(raw["gem5"])
     sizes = {k: list(v) for k, v in (raw.get("sizes") or {}).items()}
     if raw.get("backends", ["qemu"]) or raw.get("gem5"):  # a perf-only sweep has no count sizes
-        _check_sizes(table, sizes, selections)
+        _check_sizes(table, sizes, selections, linearity=bool(raw.get("linearity_check", True)))
     if raw.get("perf"):
         _check_perf(raw["perf"], table, selections)
 
+    results_dir = check_dir("results_dir", resolve_path(raw.get("results_dir", "results"), base))
+    build_dir = check_dir("build_dir", resolve_path(raw.get("build_dir", "build"), base))
     sweep = Sweep(
         path=path,
         raw=raw,
         table=table,
         table_paths=tables,
-        results_dir=resolve_path(raw.get("results_dir", "results"), base),
-        build_dir=resolve_path(raw.get("build_dir", "build"), base),
+        results_dir=results_dir,
+        build_dir=build_dir,
         compilers=list(raw.get("compilers", ["gcc"])),
         backends=list(raw.get("backends", ["qemu"])),
         cpu_models=cpu_models,
@@ -477,6 +504,25 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
             if key in chk:
                 _check_selector(table, chk[key], f"checks/{chk['id']}")
     return sweep
+
+
+def check_dir(key: str, path: Path) -> Path:
+    """A results or build directory the workflow can use: Snakemake reads braces in a path as
+    wildcards, QEMU's -plugin option splits the plugin path at ',' and '=', and no part of the
+    path may be an existing file."""
+    text = str(path.resolve())
+    bad = sorted({c for c in text if c in "{}" or (key == "build_dir" and c in ",=") or ord(c) < 32})
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        raise ConfigError(f"{key} {text!r} contains {shown}, which the workflow cannot use in a path: choose another "
+                          f"directory (--set {key}=DIR)")
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise ConfigError(f"{key} {path}: {p} is a file, not a directory: remove it or choose another "
+                                  f"directory (--set {key}=DIR)")
+            break
+    return path
 
 
 def _extended(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
@@ -545,6 +591,9 @@ def add_sweep_args(parser: "argparse.ArgumentParser") -> None:
 
 def parse_overrides(pairs: list[str]) -> dict[str, str]:
     """`--set KEY=VALUE` options as a dict."""
+    for kv in pairs:
+        if "=" not in kv or not kv.split("=", 1)[0]:
+            raise ConfigError(f"--set {kv}: write KEY=VALUE, e.g. --set results_dir=results/mine")
     return dict(kv.split("=", 1) for kv in pairs)
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from analysis import build, config, mpi, toolchain
-from analysis.backends import RunError, armie, count_job, gem5, perf, qemu
+from analysis.backends import RunError, armie, clean_stale_stages, count_job, exit_on_signals, gem5, perf, qemu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("compiler", "build", "cpu", "kernel", "variant", "out"):
         p.add_argument(f"--{key}", required=True)
     ns = p.parse_args(argv)
+    exit_on_signals()
+    clean_stale_stages()
     try:
         sweep = config.load_from_args(ns)
         systems = gem5.load_systems() if ns.backend == "gem5" else {}
@@ -45,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
             "versions": toolchain.preflight([ns.compiler], [] if ns.backend == "gem5" else [ns.backend]),
         }
         env = mpi.run_env(sweep.table, ns.kernel, ns.variant)
+
+        def limit(run: config.Run) -> float:
+            return sweep.time_limit(ns.kernel, ns.variant, ns.backend, run.size)
+
         if env:
             mpi.check(sweep)
             meta["versions"]["mpi"] = mpi.version()
@@ -58,14 +64,14 @@ def main(argv: list[str] | None = None) -> int:
 
             def one(run: config.Run) -> dict:
                 tag = f"vl{run.vl}-{run.size}" + ("" if run.op == config.NO_OP else f"-{run.op}-{run.dtype}")
-                return gem5.run_once(gem5_bin, binary, ns.cpu, systems[ns.cpu], run, runs_dir / tag)
+                return gem5.run_once(gem5_bin, binary, ns.cpu, systems[ns.cpu], run, runs_dir / tag, limit(run))
 
             count_job(job, one, binary, Path(ns.out), meta)
         elif ns.backend == "qemu":
             plugins = build.plugin_path(sweep.build_dir, "inscount").parent
-            count_job(job, lambda run: qemu.run_once(binary, ns.cpu, run, plugins, env), binary, Path(ns.out), meta)
+            count_job(job, lambda run: qemu.run_once(binary, ns.cpu, run, plugins, env, limit(run)), binary, Path(ns.out), meta)
         else:
-            count_job(job, lambda run: armie.run_once(binary, ns.cpu, run), binary, Path(ns.out), meta)
+            count_job(job, lambda run: armie.run_once(binary, ns.cpu, run, limit(run)), binary, Path(ns.out), meta)
     except StopIteration:
         print(f"error: the sweep has no job {ns.backend}/{ns.compiler}/{ns.build}/{ns.cpu}/{ns.kernel}-{ns.variant}", file=sys.stderr)
         return 2

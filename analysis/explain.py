@@ -194,6 +194,20 @@ def _hot_loop(binary: Path, functions: list[str], run_n: dict[str, Any], run_0: 
     return out
 
 
+def check_request(ns: argparse.Namespace, sweep: config.Sweep) -> None:
+    """The kernel, variant and VL asked for exist and are part of the sweep, before any table is read."""
+    config.check_vl(ns.vl, "--vl")
+    if ns.kernel not in sweep.table.kernels():
+        raise config.ConfigError(f"unknown kernel '{ns.kernel}'; known: {', '.join(sweep.table.kernels())}")
+    sweep.table.row(ns.kernel, ns.variant)
+    if not any(s["kernel"] == ns.kernel and ns.variant in s["variants"] for s in sweep.selections):
+        raise config.ConfigError(f"{ns.kernel} {ns.variant} is not part of the sweep {ns.sweep}: name a sweep that "
+                                 "selects it with --config")
+    vls = {vl for vls in sweep.cpu_models.values() for vl in vls}
+    if ns.vl not in vls:
+        raise config.ConfigError(f"--vl {ns.vl}: the sweep {ns.sweep} runs VLs {', '.join(map(str, sorted(vls)))}")
+
+
 def cell_from_args(ns: argparse.Namespace, counts: pd.DataFrame) -> Cell:
     d = counts[(counts["kernel"] == ns.kernel) & (counts["variant"] == ns.variant)]
     if d.empty:
@@ -256,10 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     try:
         sweep = config.load_from_args(ns)
+        check_request(ns, sweep)
         counts = table.read_counts(sweep.results_dir / "counts.csv")
         prov = table.read_provenance(sweep.results_dir / "provenance.csv")
         text = explain(cell_from_args(ns, counts), sweep, counts, prov)
-    except (config.ConfigError, FileNotFoundError) as e:
+    except FileNotFoundError as e:
+        print(f"error: {e.filename} does not exist: run ./harness sweep --config {ns.sweep} first", file=sys.stderr)
+        return 2
+    except config.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(text, end="")

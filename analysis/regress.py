@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pandas as pd
+import yaml
 
 import analysis
-from analysis import config, table, toolchain
+from analysis import config, guard, table, toolchain
 
 REPO = config.REPO
 # Sources whose change can move counts without any kernel changing: part of the fingerprint.
@@ -122,8 +124,9 @@ def run_sweep(reg: Regression, cores: int) -> pd.DataFrame:
     proc = subprocess.run(snakemake_cmd(str(reg.sweep.path), over, cores, [str(reg.work_dir / "counts.csv"), "--quiet", "all"]),
                           cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
-        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-15:]
-        raise RegressError("the regression sweep failed:\n" + "\n".join(tail))
+        tail = (proc.stderr.strip() or proc.stdout.strip() or f"snakemake exited with {proc.returncode}").splitlines()[-15:]
+        stale = guard.mark_stale(reg.work_dir)
+        raise RegressError("the regression sweep failed:\n" + "\n".join(tail + ([stale] if stale else [])))
     return select(reg, table.read_counts(reg.work_dir / "counts.csv"))
 
 
@@ -136,10 +139,36 @@ def bless(reg: Regression, cores: int) -> str:
     counts = run_sweep(reg, cores)
     reg.golden_dir.mkdir(parents=True, exist_ok=True)
     table.write_counts(counts, reg.golden_csv)
+    fp = {**fingerprint(reg), **golden_shape(reg.golden_csv)}
     tmp = reg.golden_fingerprint.with_suffix(".tmp")
-    tmp.write_text(json.dumps(fingerprint(reg), indent=2, sort_keys=True) + "\n")
+    tmp.write_text(json.dumps(fp, indent=2, sort_keys=True) + "\n")
     tmp.replace(reg.golden_fingerprint)
     return f"blessed {len(counts)} values into {reg.golden_csv}"
+
+
+def golden_shape(path: Path) -> dict[str, Any]:
+    """What the fingerprint records of the golden CSV itself: its data rows and its bytes' hash."""
+    data = path.read_bytes()
+    return {"rows": max(data.count(b"\n") - 1, 0), "csv_sha256": hashlib.sha256(data).hexdigest()}
+
+
+def read_fingerprint(reg: Regression) -> dict[str, Any]:
+    """The golden fingerprint, checked against its schema: a missing key or a wrong type is
+    corruption (exit 2), never a reason to widen the tolerance."""
+    path = reg.golden_fingerprint
+    try:
+        fp = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RegressError(f"no fingerprint {path} beside the golden file: restore it from git or re-bless") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RegressError(f"golden fingerprint {path} is corrupt ({e}): restore it from git or re-bless") from None
+    schema = yaml.safe_load((config.SCHEMA_DIR / "fingerprint.schema.yaml").read_text())
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(fp), key=lambda e: list(e.absolute_path))
+    if errors:
+        where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
+        raise RegressError(f"golden fingerprint {path} is corrupt ({where}: {errors[0].message}): restore it from git "
+                           f"or re-bless with ./harness bless --config {reg.sweep.path}")
+    return fp
 
 
 def read_golden(reg: Regression) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -157,12 +186,14 @@ def read_golden(reg: Regression) -> tuple[pd.DataFrame, dict[str, Any]]:
         table.check_unique(golden, table.KEY, str(reg.golden_csv))
     except (ValueError, pd.errors.ParserError, table.TableError) as e:
         raise RegressError(f"golden file {reg.golden_csv} is corrupt ({str(e).splitlines()[0]}): restore it from git or re-bless") from None
-    try:
-        fp = json.loads(reg.golden_fingerprint.read_text())
-    except FileNotFoundError:
-        raise RegressError(f"no fingerprint {reg.golden_fingerprint} beside the golden file: re-bless") from None
-    except json.JSONDecodeError as e:
-        raise RegressError(f"golden fingerprint {reg.golden_fingerprint} is corrupt ({e}): restore it from git or re-bless") from None
+    fp = read_fingerprint(reg)
+    shape = golden_shape(reg.golden_csv)
+    if len(golden) != fp["rows"] or shape["rows"] != fp["rows"]:
+        raise RegressError(f"golden file {reg.golden_csv} has {len(golden)} rows, its fingerprint records {fp['rows']}: "
+                           "it was truncated or edited; restore it from git or re-bless")
+    if shape["csv_sha256"] != fp["csv_sha256"]:
+        raise RegressError(f"golden file {reg.golden_csv} does not match the checksum in its fingerprint: it was edited "
+                           "after bless; restore it from git or re-bless")
     return golden, fp
 
 
@@ -257,12 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ns = p.parse_args(argv)
     try:
+        guard.check_lock()
         reg = load(ns.config, config.parse_overrides(ns.set))
         if ns.action == "bless":
             print(bless(reg, ns.cores))
             return 0
         return regress(reg, ns.cores)
-    except (RegressError, config.ConfigError, toolchain.ToolchainError) as e:
+    except (RegressError, config.ConfigError, toolchain.ToolchainError, guard.LockError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -27,7 +27,7 @@ rule plugin:
     params:
         cmd=lambda wc, output: _cmd(B.plugin_cmd(wc.client, output[0])),
     shell:
-        "{params.cmd} > {log} 2>&1"
+        "{params.cmd} > {log:q} 2>&1"
 
 
 rule reduce_matrix:
@@ -51,7 +51,7 @@ rule harness_object:
     params:
         cmd=lambda wc, input, output: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0])),
     shell:
-        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+        "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 rule driver_object:
@@ -69,7 +69,7 @@ rule driver_object:
             B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0], B.family_flags(TABLE, wc.family))
         ),
     shell:
-        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+        "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 # Further sources of a row (extra_sources) and the MPI session of an `mpi: true` family.
@@ -90,7 +90,7 @@ rule extra_object:
             B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0], B.mpi.compile_flags())
         ),
     shell:
-        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+        "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 rule kernel_object:
@@ -109,7 +109,7 @@ rule kernel_object:
                           B.kernel_flags(TABLE, wc.kernel, wc.variant, wc.compiler))
         ),
     shell:
-        "{params.cmd} > {log} 2>&1 || {{ echo 'kernel {wildcards.kernel}-{wildcards.variant} does not compile:' >&2; cat {log} >&2; exit 1; }}"
+        "{params.cmd} > {log:q} 2>&1 || {{ echo 'kernel {wildcards.kernel}-{wildcards.variant} does not compile:' >&2; cat {log:q} >&2; exit 1; }}"
 
 
 rule roi_object:
@@ -127,7 +127,7 @@ rule roi_object:
     params:
         cmd=lambda wc, input, output: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, "vla", input.src, output[0])),
     shell:
-        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+        "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 # The perf backend's markers are C (perf control, timing, repetitions), built per native build.
@@ -143,7 +143,7 @@ rule roi_perf_object:
     params:
         cmd=lambda wc, input, output: _cmd(B.compile_cmd(SWEEP.build_dir, "native", wc.build, input.src, output[0])),
     shell:
-        "{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+        "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 rule link:
@@ -159,5 +159,5 @@ rule link:
             B.link_cmd(wc.compiler, [*input.objs, input.roi], output[0], B.mpi.is_mpi(TABLE, wc.kernel, wc.variant))
         ),
     shell:
-        "{PY} -m analysis.build check-roi {wildcards.kernel}-{wildcards.variant} {input.objs} "
-        "&& {{ {params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}; }}"
+        "{PY} -m analysis.build check-roi {wildcards.kernel:q}-{wildcards.variant:q} {input.objs:q} "
+        "&& {{ {params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}; }}"

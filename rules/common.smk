@@ -2,6 +2,7 @@
 # the toolchain before any job runs; bad input stops here with one line naming the fix.
 import json
 import os
+import shlex
 import sys
 
 sys.path.insert(0, workflow.basedir)
@@ -30,12 +31,14 @@ if SWEEP.raw.get("gem5") and GEM5 is None and not os.environ.get("SVE_HARNESS_GE
 if GEM5:
     VERSIONS["gem5"] = G.gem5_version(GEM5)
 
-PY = sys.executable
+# Quoted once here: every shell command of the rules starts with it, and the clone path may
+# hold spaces or shell characters.
+PY = shlex.quote(sys.executable)
 BUILD = str(SWEEP.build_dir)
 RESULTS = str(SWEEP.results_dir)
 TABLE = SWEEP.table
 JOBS = SWEEP.jobs() + (SWEEP.gem5_jobs(G.load_systems()) if GEM5 else [])
-SWEEP_ARGS = f"--sweep {SWEEP_PATH} " + " ".join(f"--set {k}={v}" for k, v in OVERRIDES.items())
+SWEEP_ARGS = shlex.join(["--sweep", SWEEP_PATH, *(a for k, v in OVERRIDES.items() for a in ("--set", f"{k}={v}"))])
 
 # Tool versions as files: a rule that lists one re-runs when that tool is upgraded. Every
 # installed cross compiler gets one, so targets outside the sweep (tests, `count`) build too.

@@ -22,9 +22,9 @@ rule count_qemu:
         runs=lambda wc: _runs_param(wc, "qemu"),
         args=SWEEP_ARGS,
     shell:
-        "{PY} -m analysis.count {params.args} --backend qemu --compiler {wildcards.compiler} "
-        "--build {wildcards.build} --cpu {wildcards.cpu} --kernel {wildcards.kernel} "
-        "--variant {wildcards.variant} --out {output} 2> {log} || {{ tail -n 1 {log} >&2; exit 1; }}"
+        "{PY} -m analysis.count {params.args} --backend qemu --compiler {wildcards.compiler:q} "
+        "--build {wildcards.build:q} --cpu {wildcards.cpu:q} --kernel {wildcards.kernel:q} "
+        "--variant {wildcards.variant:q} --out {output:q} 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"
 
 
 rule count_armie:
@@ -39,6 +39,6 @@ rule count_armie:
         runs=lambda wc: _runs_param(wc, "armie"),
         args=SWEEP_ARGS,
     shell:
-        "{PY} -m analysis.count {params.args} --backend armie --compiler {wildcards.compiler} "
-        "--build {wildcards.build} --cpu {wildcards.cpu} --kernel {wildcards.kernel} "
-        "--variant {wildcards.variant} --out {output} 2> {log} || {{ tail -n 1 {log} >&2; exit 1; }}"
+        "{PY} -m analysis.count {params.args} --backend armie --compiler {wildcards.compiler:q} "
+        "--build {wildcards.build:q} --cpu {wildcards.cpu:q} --kernel {wildcards.kernel:q} "
+        "--variant {wildcards.variant:q} --out {output:q} 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"

@@ -39,8 +39,8 @@ rule measure_perf:
         perf=json.dumps({k: v for k, v in SWEEP.raw.get("perf", {}).items() if k not in ("sizes", "figures")}, sort_keys=True),
         args=SWEEP_ARGS,
     shell:
-        "{PY} -m analysis.count {params.args} --backend perf --compiler native --cpu native --build {wildcards.build} "
-        "--kernel {wildcards.kernel} --variant {wildcards.variant} --out {output} 2> {log} || {{ tail -n 1 {log} >&2; exit 1; }}"
+        "{PY} -m analysis.count {params.args} --backend perf --compiler native --cpu native --build {wildcards.build:q} "
+        "--kernel {wildcards.kernel:q} --variant {wildcards.variant:q} --out {output:q} 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"
 
 
 rule perf_table:
@@ -51,7 +51,7 @@ rule perf_table:
     log:
         f"{RESULTS}/logs/perf_table.log",
     shell:
-        "{PY} -m analysis.perftable --out {output} {input.raw} 2> {log} || {{ tail -n 1 {log} >&2; exit 1; }}"
+        "{PY} -m analysis.perftable --out {output:q} {input.raw:q} 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"
 
 
 rule perf_plot:
@@ -67,5 +67,5 @@ rule perf_plot:
         args=SWEEP_ARGS,
         messages=" ".join(f"--message {shlex.quote(m)}" for m in PERF_MESSAGES),
     shell:
-        "{PY} -m analysis.perfplot {params.args} --table {input.table} --summary {output.summary} "
-        "{params.messages} {input.raw} 2> {log} || {{ tail -n 1 {log} >&2; exit 1; }}"
+        "{PY} -m analysis.perfplot {params.args} --table {input.table:q} --summary {output.summary:q} "
+        "{params.messages} {input.raw:q} 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"

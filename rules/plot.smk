@@ -28,5 +28,5 @@ rule plot:
     params:
         args=SWEEP_ARGS,
     shell:
-        "{PY} -m analysis.plot {params.args} --counts {input.counts} --provenance {input.provenance} "
-        "--summary {output.summary} 2> {log} || {{ tail -n 1 {log} >&2; exit 1; }}"
+        "{PY} -m analysis.plot {params.args} --counts {input.counts:q} --provenance {input.provenance:q} "
+        "--summary {output.summary:q} 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"

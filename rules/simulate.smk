@@ -16,6 +16,6 @@ rule simulate_gem5:
         runs=lambda wc: _runs_param(wc, "gem5"),
         args=SWEEP_ARGS,
     shell:
-        "{PY} -m analysis.count {params.args} --backend gem5 --compiler {wildcards.compiler} "
-        "--build {wildcards.build} --cpu {wildcards.cpu} --kernel {wildcards.kernel} "
-        "--variant {wildcards.variant} --out {output} 2> {log} || {{ tail -n 1 {log} >&2; exit 1; }}"
+        "{PY} -m analysis.count {params.args} --backend gem5 --compiler {wildcards.compiler:q} "
+        "--build {wildcards.build:q} --cpu {wildcards.cpu:q} --kernel {wildcards.kernel:q} "
+        "--variant {wildcards.variant:q} --out {output:q} 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from analysis.backends import RunError, cell_name, parse_ok_line, staged
+from analysis.backends import RunError, cell_name, parse_ok_line, run_limited, staged
 from analysis.config import Run
 
 __all__ = [
@@ -190,17 +190,16 @@ def parse_opcodes_stdout(text: str) -> dict:
     raise ValueError("ArmIE opcodes: block has no '<K> unique emulated instructions written to <file>' line")
 
 
-def _armie_run(cmd: list[str], cwd: Path, cell: str) -> tuple[subprocess.CompletedProcess, float]:
+def _armie_run(cmd: list[str], cwd: Path, cell: str, timeout: float | None = None) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
-    proc = subprocess.run(["env", "-i", f"PATH={os.environ.get('PATH', '')}", *cmd], cwd=cwd,
-                          capture_output=True, text=True)
+    proc = run_limited(["env", "-i", f"PATH={os.environ.get('PATH', '')}", *cmd], timeout, cell, cwd=cwd)
     if proc.returncode != 0:
         raise RunError(f"{cell}: {(proc.stderr.strip().splitlines() or ['exit ' + str(proc.returncode)])[-1]} "
                        f"(command: {' '.join(cmd)})")
     return proc, time.monotonic() - t0
 
 
-def run_once(binary: Path, cpu_model: str, run: Run) -> dict[str, Any]:
+def run_once(binary: Path, cpu_model: str, run: Run, timeout: float | None = None) -> dict[str, Any]:
     """One cell under ArmIE, in the QEMU record's shape (UNTESTED: ArmIE runs only on AArch64).
 
     Three runs: inscount inside the markers (the sample client's default), inscount with
@@ -216,11 +215,11 @@ def run_once(binary: Path, cpu_model: str, run: Run) -> dict[str, Any]:
     with staged(binary) as exe:
         argv = [f"./{exe.name}", *run.argv()]
         roi_cmd = build_command(armie, run.vl, INSCOUNT_CLIENT, argv[0], argv[1:])
-        roi, t_roi = _armie_run(roi_cmd, exe.parent, cell)
+        roi, t_roi = _armie_run(roi_cmd, exe.parent, cell, timeout)
         whole_cmd = roi_cmd[:4] + ["-a", "-noROI"] + roi_cmd[4:]
-        whole, _ = _armie_run(whole_cmd, exe.parent, cell)
+        whole, _ = _armie_run(whole_cmd, exe.parent, cell, timeout)
         ops_cmd = build_command(armie, run.vl, OPCODES_CLIENT, argv[0], argv[1:])
-        _armie_run(ops_cmd, exe.parent, cell)
+        _armie_run(ops_cmd, exe.parent, cell, timeout)
         files = glob.glob(str(exe.parent / "undecoded*"))
         if len(files) != 1:
             raise RunError(f"{cell}: expected one undecoded.* file from {OPCODES_CLIENT}, found {len(files)}")

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from analysis import config
-from analysis.backends import RunError, cell_name, parse_ok_line, staged
+from analysis.backends import RunError, cell_name, parse_ok_line, run_limited, staged
 from analysis.config import REPO, Run
 
 SCRIPT = REPO / "gem5_scripts" / "se_sve.py"
@@ -115,7 +115,8 @@ def command(gem5: Path, outdir: Path, system_json: Path, run: Run, exe: Path) ->
             "--vl", str(run.vl), "--", f"./{exe.name}", *run.argv()]
 
 
-def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: Run, outdir: Path) -> dict[str, Any]:
+def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: Run, outdir: Path,
+             timeout: float | None = None) -> dict[str, Any]:
     cell = cell_name(binary, f"gem5:{system}", run)
     if outdir.exists():
         shutil.rmtree(outdir)
@@ -125,7 +126,7 @@ def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: R
     with staged(binary) as exe:
         cmd = command(gem5, outdir.resolve(), system_json.resolve(), run, exe)
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=exe.parent, capture_output=True, text=True)
+        proc = run_limited(cmd, timeout, cell, cwd=exe.parent)
         seconds = time.monotonic() - t0
     simout, simerr = (_read_first(outdir, name) for name in ("simout", "simerr"))
     if proc.returncode != 0:

@@ -9,12 +9,13 @@ paths or TMPDIR.
 from __future__ import annotations
 
 import json
-import subprocess
+import shlex
 import time
 from pathlib import Path
 from typing import Any
 
-from analysis.backends import STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, RunError, cell_name, parse_ok_line, staged
+from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, RunError, cell_name, parse_ok_line, run_limited,
+                               staged)
 from analysis.config import Run
 from analysis.toolchain import QEMU
 
@@ -35,20 +36,23 @@ def replay_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env
     """A shell line that reruns the cell exactly as counted, writing the clients' JSON to ./out."""
     d = f"{STAGE_ROOT}/{STAGE_PREFIX}XXXXXXXX"
     qemu = qemu_command(Path("$d") / STAGED_NAME, cpu_model, run, plugin_dir, Path("$d"), env)
-    return (f'd=$(mktemp -d {d}) && cp {binary.resolve()} "$d/{STAGED_NAME}" && cd "$d" && '
-            + " ".join(qemu) + ' && mkdir -p "$OLDPWD/out" && cp "$d"/*.json "$OLDPWD/out/"')
+    # Every word quoted (paths may hold spaces or shell characters) except the $d it refers to.
+    words = ['"$d"'.join(shlex.quote(part) if part else "" for part in w.split("$d")) for w in qemu]
+    return (f'd=$(mktemp -d {d}) && cp {shlex.quote(str(binary.resolve()))} "$d/{STAGED_NAME}" && cd "$d" && '
+            + " ".join(words) + ' && mkdir -p "$OLDPWD/out" && cp "$d"/*.json "$OLDPWD/out/"')
 
 
-def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env: dict[str, str] | None = None,
+             timeout: float | None = None) -> dict[str, Any]:
     """Run one cell and return its record: argv, stdout, VL seen and every client's output.
     A dynamically linked (MPI) binary is staged the same way: its libraries come from the
-    multiarch paths, not from beside the binary."""
+    multiarch paths, not from beside the binary. `timeout`: seconds before QEMU is killed."""
     cell = cell_name(binary, cpu_model, run)
     with staged(binary) as exe:
         out_dir = exe.parent
         cmd = qemu_command(exe, cpu_model, run, plugin_dir, out_dir, env)
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True)
+        proc = run_limited(cmd, timeout, cell, cwd=out_dir)
         seconds = time.monotonic() - t0
         if proc.returncode != 0:
             msg = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]

@@ -1,0 +1,101 @@
+"""What every command checks around a Snakemake run: a lock left by a killed run, Ctrl-C, and
+the tables and figures a failed sweep leaves behind.
+
+- A killed Snakemake leaves its lock in `<repo>/.snakemake/locks`; the next run would stop
+  with Snakemake's LockException (or, for `count` and `regress`, print nothing useful). A
+  lock with no Snakemake running in the tree is stale: every command reports it in one line
+  naming `./harness unlock`, before any work.
+- Ctrl-C: Snakemake receives the same SIGINT and stops its jobs; the command waits for it to
+  finish (so its lock is released) and ends with one line.
+- A failed or interrupted sweep moves the tables and figures of its results directory to
+  `<results>/stale/`, so nothing out of date is left looking current.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from analysis.config import REPO
+
+LOCK_DIR = REPO / ".snakemake" / "locks"
+# Derived outputs of a sweep (tables, figures, summaries); raw counts, logs and golden files stay.
+DERIVED = ["counts.csv", "provenance.csv", "summary.md", "perf.csv", "perf_summary.md", "drift.csv", "drift.png",
+           "figures", "explain"]
+STALE_DIR = "stale"
+
+
+class LockError(Exception):
+    """A stale Snakemake lock, or another sweep running in the tree: one line naming the fix."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C: the workflow was stopped; one line says how to resume."""
+
+
+def snakemake_running(root: Path = REPO) -> list[int]:
+    """Process ids of Snakemake processes working in `root` (their working directory)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmdline = (d / "cmdline").read_bytes().split(b"\0")
+            if not any(Path(w.decode(errors="replace")).name == "snakemake" for w in cmdline[:2]):
+                continue
+            if Path(os.readlink(d / "cwd")) == root.resolve():
+                pids.append(int(d.name))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def check_lock(root: Path = REPO) -> None:
+    """Refuse to start when a Snakemake lock is left with no Snakemake running in the tree."""
+    locks = sorted((root / ".snakemake" / "locks").glob("*.lock"))
+    if locks and not snakemake_running(root):
+        raise LockError(f"a killed sweep left its Snakemake lock in {locks[0].parent}: clear it with ./harness unlock, "
+                        "then run the command again (finished results are kept)")
+
+
+def unlock(root: Path = REPO) -> str:
+    locks = sorted((root / ".snakemake" / "locks").glob("*.lock"))
+    running = snakemake_running(root)
+    if running:
+        raise LockError(f"Snakemake is running in {root} (pid {', '.join(map(str, running))}): wait for it or stop it "
+                        "with Ctrl-C; its lock is not stale")
+    for lock in locks:
+        lock.unlink()
+    return f"unlock: removed {len(locks)} stale lock files from {root / '.snakemake' / 'locks'}" if locks else "unlock: no lock to remove"
+
+
+def run(cmd: list[str], **kwargs: object) -> int:
+    """Run Snakemake in the foreground. On Ctrl-C it got the same SIGINT: wait until it has
+    stopped its jobs and released its lock, then raise Interrupted (a second Ctrl-C
+    terminates it)."""
+    proc = subprocess.Popen(cmd, **kwargs)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        try:
+            proc.wait()
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait()
+        raise Interrupted() from None
+
+
+def mark_stale(results_dir: Path) -> str | None:
+    """Move the tables and figures of a results directory whose sweep failed to
+    `<results>/stale/` (replacing an older stale set); returns the line that says so."""
+    present = [results_dir / n for n in DERIVED if (results_dir / n).exists()]
+    if not present:
+        return None
+    stale = results_dir / STALE_DIR
+    shutil.rmtree(stale, ignore_errors=True)
+    stale.mkdir(parents=True)
+    for p in present:
+        p.rename(stale / p.name)
+    return (f"the sweep did not finish: its tables and figures no longer match {results_dir}; moved "
+            f"{len(present)} of them to {stale} (a complete run writes them anew)")

@@ -1,0 +1,153 @@
+"""Integrity of the raw job files at the collect hand-over: each is checked against its
+checksum and against the plan of its job before any number of it reaches the table.
+
+A raw file (docs/contracts.md 3, written by `analysis.backends.write_raw`) must be complete
+JSON, carry the checksum of its own content, hold exactly the runs its job plans (VL, size,
+op, dtype), with every count an integer, the instruction classes summing to the total, the
+SVE classes to the SVE count, and balanced markers. Anything else is an error naming the file
+and the fix; nothing is collected from it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from analysis import config
+from analysis.backends import content_sha256
+
+FIX = "delete it and re-run the sweep, which recounts that job"
+
+
+class RawError(Exception):
+    """A raw file that cannot be trusted: one line naming the file and the fix."""
+
+
+def read_raw(path: Path) -> dict[str, Any]:
+    """A raw job file, parsed and checked against the checksum it carries."""
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RawError(f"raw file {path} is missing: re-run the sweep") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RawError(f"raw file {path} is not complete JSON ({e}): it was truncated or edited; {FIX}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict) or not isinstance(doc.get("runs"), list):
+        raise RawError(f"raw file {path} lacks its 'meta' and 'runs' parts; {FIX}")
+    if "sha256" not in doc:
+        raise RawError(f"raw file {path} carries no checksum (written by an older harness or by hand); {FIX}")
+    if doc["sha256"] != content_sha256(doc["meta"], doc["runs"]):
+        raise RawError(f"raw file {path} does not match its checksum: it was edited after its job wrote it; {FIX}")
+    return doc
+
+
+def _int(value: Any, where: str) -> int:
+    # bool is an int in Python but never a count.
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise RawError(f"{where} is {value!r}, not a count")
+    return value
+
+
+def _check_counts(part: Any, where: str) -> None:
+    if not isinstance(part, dict):
+        raise RawError(f"{where} is {part!r}, not a count record (markers missing or unbalanced?)")
+    total = _int(part.get("total"), f"{where}.total")
+    classes = part.get("classes")
+    if classes is None:  # ArmIE reports no classes
+        return
+    if not isinstance(classes, dict) or not classes:
+        raise RawError(f"{where}.classes is {classes!r}, not a table of class counts")
+    counts = {c: _int(n, f"{where}.classes.{c}") for c, n in classes.items()}
+    if sum(counts.values()) != total:
+        raise RawError(f"{where}: the classes sum to {sum(counts.values())}, not to the total {total}")
+    if part.get("sve") is not None:
+        sve = _int(part["sve"], f"{where}.sve")
+        in_sve = sum(n for c, n in counts.items() if c.startswith("sve_"))
+        if in_sve != sve:
+            raise RawError(f"{where}: the SVE classes sum to {in_sve}, not to the SVE count {sve}")
+
+
+def _check_run(run: Any, where: str) -> None:
+    if not isinstance(run, dict):
+        raise RawError(f"{where} is not a run record")
+    for key, kind in (("vl", int), ("size", int), ("op", str), ("dtype", str), ("vl_seen", int)):
+        if not isinstance(run.get(key), kind):
+            raise RawError(f"{where}.{key} is {run.get(key)!r}, not {kind.__name__}")
+    if run["vl_seen"] != run["vl"]:
+        raise RawError(f"{where}: ran at VL {run['vl_seen']}, not the {run['vl']} asked for")
+    if "gem5" in run:
+        if not isinstance(run["gem5"], dict) or not all(isinstance(v, (int, float)) for v in run["gem5"].values()):
+            raise RawError(f"{where}.gem5 is not a table of numbers")
+        return
+    if "inscount" not in run:
+        raise RawError(f"{where} has neither inscount nor gem5 counts")
+    for client in ("inscount", "opcodes", "memory"):
+        data = run.get(client)
+        if data is None:
+            continue
+        markers = data.get("markers") if isinstance(data, dict) else None
+        if markers is not None and markers.get("balanced") is not True:
+            raise RawError(f"{where}.{client}: ROI markers unbalanced ({markers})")
+    ins = run["inscount"]
+    _check_counts(ins.get("whole"), f"{where}.inscount.whole")
+    _check_counts(ins.get("roi"), f"{where}.inscount.roi")
+    ops = (run.get("opcodes") or {}).get("roi")
+    if ops is not None:
+        n = 0
+        for e in ops:
+            if not isinstance(e, dict) or not isinstance(e.get("encoding"), str):
+                raise RawError(f"{where}.opcodes.roi holds {e!r}, not an encoding and its count")
+            n += _int(e.get("count"), f"{where}.opcodes.roi[{e['encoding']}]")
+        if n != ins["roi"]["total"]:
+            raise RawError(f"{where}: the opcode histogram sums to {n}, not to the ROI total {ins['roi']['total']}")
+
+
+def check_plan(doc: dict[str, Any], path: Path, job: config.Job) -> None:
+    """Every run the job plans is in the file, once, and nothing else."""
+    planned = [(r.vl, r.size, r.op, r.dtype) for r in job.runs]
+    try:
+        for i, run in enumerate(doc["runs"]):
+            _check_run(run, f"runs[{i}]")
+    except RawError as e:
+        raise RawError(f"raw file {path}: {e}; {FIX}") from None
+    present = [(r["vl"], r["size"], r["op"], r["dtype"]) for r in doc["runs"]]
+    missing = [p for p in planned if p not in present]
+    extra = [p for p in present if p not in planned]
+    dup = len(present) != len(set(present))
+    if missing or extra or dup:
+        def show(cells: list[tuple]) -> str:
+            return ", ".join(f"vl={v} size={s}" + ("" if o == config.NO_OP else f" {o}/{d}") for v, s, o, d in cells[:4]) + (
+                f" and {len(cells) - 4} more" if len(cells) > 4 else "")
+        what = "; ".join(x for x in (f"{len(missing)} planned runs missing ({show(missing)})" if missing else "",
+                                     f"{len(extra)} runs not in the plan ({show(extra)})" if extra else "",
+                                     "runs repeated" if dup else "") if x)
+        raise RawError(f"raw file {path}: {what}; {FIX}")
+
+
+META_KEYS = ("kernel", "variant", "backend", "compiler", "build", "cpu_model", "layout")
+
+
+def find_job(doc: dict[str, Any], path: Path, jobs: list[config.Job]) -> config.Job:
+    meta = doc["meta"]
+    for key in META_KEYS:
+        if not isinstance(meta.get(key), str):
+            raise RawError(f"raw file {path}: meta.{key} is {meta.get(key)!r}, not a string; {FIX}")
+    where = (meta["backend"], meta["compiler"], meta["build"], meta["cpu_model"], f"{meta['kernel']}-{meta['variant']}.json")
+    if path.parts[-5:] != where:
+        raise RawError(f"raw file {path} holds the job {'/'.join(where)}: it was copied or edited; {FIX}")
+    for j in jobs:
+        b = j.binary
+        if (b.backend, b.compiler, b.build, j.cpu_model, b.kernel, b.variant) == (
+                meta["backend"], meta["compiler"], meta["build"], meta["cpu_model"], meta["kernel"], meta["variant"]):
+            return j
+    raise RawError(f"raw file {path} is of {meta['backend']}/{meta['compiler']}/{meta['build']}/{meta['cpu_model']}/"
+                   f"{meta['kernel']}-{meta['variant']}, which this sweep does not plan; {FIX}")
+
+
+def load_checked(paths: list[Path], jobs: list[config.Job]) -> list[dict[str, Any]]:
+    """Every raw file, read and checked against the plan of its job."""
+    docs = []
+    for path in paths:
+        doc = read_raw(path)
+        check_plan(doc, path, find_job(doc, path, jobs))
+        docs.append(doc)
+    return docs
