@@ -42,7 +42,10 @@ def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra:
     return [
         # --config takes every word after it: targets and options go first.
         str(Path(sys.executable).parent / "snakemake"), *extra, "--snakefile", str(REPO / "Snakefile"),
-        "--directory", str(REPO), "--cores", str(cores), "--config", *conf,
+        "--directory", str(REPO), "--cores", str(cores),
+        # A killed run leaves its jobs marked incomplete: resume by redoing them (raw files are
+        # written atomically and carry a checksum, so nothing partial is ever read).
+        "--rerun-incomplete", "--config", *conf,
     ]
 
 
@@ -161,17 +164,6 @@ def cmd_unlock(ns: argparse.Namespace) -> int:
     return 0
 
 
-def cores(text: str) -> int:
-    """--cores: a whole number >= 1 (0 makes Snakemake wait forever, a negative one is not a count)."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--cores {text}: give a whole number of cores >= 1")
-    return n
-
-
 # Commands that run Snakemake in the tree (or check what a sweep would meet) look for a stale lock first.
 LOCKING = ("sweep", "validate", "count", "bless", "regress", "test")
 
@@ -206,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("sweep", help="build, count, tabulate and plot a sweep (default: the paper's figures)")
     s.add_argument("--config", default="configs/default.yaml")
-    s.add_argument("--cores", type=cores, default=os.cpu_count() or 1)
+    s.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override results_dir/build_dir")
     s.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="after --: passed to snakemake")
     s.set_defaults(func=cmd_sweep)
@@ -231,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                          ("regress", "recount the regression set and compare with the golden files")):
         r = sub.add_parser(action, help=text)
         r.add_argument("--config", default="configs/regress.yaml")
-        r.add_argument("--cores", type=cores, default=os.cpu_count() or 1)
+        r.add_argument("--cores", type=int, default=os.cpu_count() or 1)
         r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
         r.set_defaults(func=cmd_regress)
     e = sub.add_parser("explain", help="explain one cell of results/counts.csv (commands, hot loop, functions, classes)",
@@ -251,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(ns, "snakemake_args", None) and ns.snakemake_args[0] == "--":
         ns.snakemake_args = ns.snakemake_args[1:]
     try:
+        if getattr(ns, "cores", 1) < 1:  # 0 makes Snakemake wait forever
+            raise config.ConfigError(f"--cores {ns.cores}: give a whole number of cores >= 1")
         if ns.cmd in LOCKING and "--unlock" not in (getattr(ns, "snakemake_args", None) or []):
             guard.check_lock()
         return ns.func(ns)

@@ -288,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ns = p.parse_args(argv)
     try:
+        if ns.cores < 1:
+            raise RegressError(f"--cores {ns.cores}: give a whole number of cores >= 1")
         guard.check_lock()
         reg = load(ns.config, config.parse_overrides(ns.set))
         if ns.action == "bless":

@@ -125,3 +125,38 @@ def test_single_cell_bad_input(tmp_path: Path, args: list[str], needle: str) -> 
     proc = subprocess.run([PY, "-m", "analysis.cli", "count", "copy", "acle_4v", *args,
                            "--set", f"build_dir={tmp_path / 'build'}"], cwd=REPO, capture_output=True, text=True)
     one_line_error(proc, needle)
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["validate", "--config", "configs"], ["configs is a directory", "name a sweep file"]),
+    (["validate", "--config", "configs/tiny.yaml", "--set", "results_dir"], ["--set results_dir", "KEY=VALUE"]),
+    (["validate", "--config", "configs/tiny.yaml", "--set", "results_dir={tmp}/afile"], ["is a file, not a directory"]),
+    (["validate", "--config", "configs/tiny.yaml", "--set", "results_dir={tmp}/afile/sub"], ["is a file, not a directory"]),
+    (["validate", "--config", "configs/tiny.yaml", "--set", "results_dir={tmp}/out{{x}}"], ["results_dir", "'{'", "'}'"]),
+    (["validate", "--config", "configs/tiny.yaml", "--set", "build_dir={tmp}/a,b"], ["build_dir", "','"]),
+    (["sweep", "--config", "configs/tiny.yaml", "--set", "results_dir={tmp}/r\nx"], ["results_dir", "'\\n'"]),
+    (["explain", "copy", "acle_4v", "--vl", "128", "--config", "configs/tiny.yaml", "--set", "results_dir={tmp}/none"],
+     ["counts.csv does not exist", "./harness sweep --config configs/tiny.yaml first"]),
+    (["explain", "nosuch", "acle", "--vl", "128", "--config", "configs/tiny.yaml", "--set", "results_dir={tmp}/none"],
+     ["unknown kernel 'nosuch'"]),
+    (["explain", "reduce", "acle", "--vl", "128", "--config", "configs/tiny.yaml", "--set", "results_dir={tmp}/none"],
+     ["reduce acle is not part of the sweep configs/tiny.yaml"]),
+    (["explain", "copy", "acle_4v", "--vl", "100", "--config", "configs/tiny.yaml", "--set", "results_dir={tmp}/none"],
+     ["VL 100", "multiples of 128"]),
+    (["explain", "copy", "acle_4v", "--vl", "256", "--config", "configs/tiny.yaml", "--set", "results_dir={tmp}/none"],
+     ["--vl 256", "runs VLs 128, 512"]),
+    (["count", "copy", "acle_4v", "--vl", "128", "--size", str(10**20), "--set", "build_dir={tmp}/build"],
+     ["--size 100000000000000000000", "999999999999"]),
+])
+def test_bad_input_of_the_commands(tmp_path: Path, args: list[str], needles: list[str]) -> None:
+    (tmp_path / "afile").write_text("not a directory\n")
+    proc = subprocess.run([PY, "-m", "analysis.cli", *(a.format(tmp=tmp_path) for a in args)],
+                          cwd=REPO, capture_output=True, text=True)
+    one_line_error(proc, *needles)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_size_the_binaries_refuse_fails_validate(tmp_path: Path) -> None:
+    one_line_error(validate(tmp_path, {"sizes": {"copy": [10**20], "vector": [65536]}}), "size 100000000000000000000",
+                   "at most 999999999999")
+    one_line_error(validate(tmp_path, {"sizes": {"copy": [600_000_000_000], "vector": [65536]}}), "twice the size")

@@ -2,6 +2,7 @@
 runs every cell of a job through one and writes the job's raw JSON atomically."""
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -88,7 +89,7 @@ def run_limited(cmd: list[str], timeout: float | None, cell: str, **kwargs: Any)
     killed whole (QEMU, gem5 and whatever they started) when the run exceeds `timeout`
     seconds or this process is stopped."""
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True, **kwargs) as proc:
+                          start_new_session=True, preexec_fn=_die_with_parent, **kwargs) as proc:
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -99,6 +100,15 @@ def run_limited(cmd: list[str], timeout: float | None, cell: str, **kwargs: Any)
             _kill_group(proc)
             raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the job that started it dies, even by SIGKILL (which runs no
+    clean-up), so no emulator outlives its job."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
