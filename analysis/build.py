@@ -16,7 +16,7 @@ INCLUDE = REPO / "kernels" / "include"
 ROI_SOURCES = REPO / "kernels" / "roi"
 HARNESS_SOURCE = REPO / "kernels" / "harness" / "harness.c"
 PLUGIN_SOURCES = REPO / "armie_clients"
-PLUGIN_COMMON = ("tbstats.c",)
+PLUGIN_COMMON = ("tbstats.c", "decode.c")
 PLUGIN_FLAGS = ("-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra", "-std=gnu11")
 
 

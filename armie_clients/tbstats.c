@@ -3,9 +3,9 @@
  * the JSON file writer and the argument/API-version handling shared by the
  * armie_clients QEMU 7.2 plugins. See tbstats.h for the counting scheme.
  *
- * Compiled into each plugin:
- *   gcc -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -std=c11 \
- *       -o lib<client>.so <client>.c tbstats.c
+ * Compiled into each plugin with analysis/build.py plugin_cmd:
+ *   gcc -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -std=gnu11 \
+ *       -o lib<client>.so <client>.c tbstats.c decode.c
  */
 #define _POSIX_C_SOURCE 200809L
 #include "tbstats.h"
@@ -46,7 +46,7 @@ static bool in_roi, roi_error;
 static char *out_path;
 static const char *client_name = "tbstats";
 
-static void *xcalloc(size_t n, size_t sz)
+void *tbs_xcalloc(size_t n, size_t sz)
 {
     void *p = calloc(n ? n : 1, sz);
     if (!p) {
@@ -150,7 +150,7 @@ static void add_adj(tbs_rec *r, uint32_t from, int64_t delta)
         return;
     }
     if (!r->adj) {
-        r->adj = xcalloc(r->n, sizeof(*r->adj));
+        r->adj = tbs_xcalloc(r->n, sizeof(*r->adj));
     }
     r->adj[from] += delta;
 }
@@ -222,16 +222,16 @@ bool tbs_roi_balanced(void)
 static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     size_t n = qemu_plugin_tb_n_insns(tb);
-    tbs_rec *r = xcalloc(1, sizeof(*r));
+    tbs_rec *r = tbs_xcalloc(1, sizeof(*r));
     (void)id;
 
     r->vaddr = qemu_plugin_tb_vaddr(tb);
     r->n = (uint32_t)n;
-    r->enc = xcalloc(n, sizeof(*r->enc));
-    r->sym = xcalloc(n, sizeof(*r->sym));
+    r->enc = tbs_xcalloc(n, sizeof(*r->enc));
+    r->sym = tbs_xcalloc(n, sizeof(*r->sym));
     if (want_mem) {
-        r->mem = xcalloc(2 * n, sizeof(uint64_t));
-        r->mem_roi = xcalloc(n, sizeof(uint64_t));
+        r->mem = tbs_xcalloc(2 * n, sizeof(uint64_t));
+        r->mem_roi = tbs_xcalloc(n, sizeof(uint64_t));
     }
 
     for (size_t i = 0; i < n; i++) {
@@ -247,7 +247,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         r->sym[i] = qemu_plugin_insn_symbol(insn);
 
         if (w == TBS_ROI_BEGIN || w == TBS_ROI_END) {
-            tbs_mark *m = xcalloc(1, sizeof(*m));
+            tbs_mark *m = tbs_xcalloc(1, sizeof(*m));
             m->rec = r;
             m->idx = (uint32_t)i;
             qemu_plugin_register_vcpu_insn_exec_cb(
@@ -322,12 +322,43 @@ void tbs_foreach(tbs_insn_fn fn, void *userdata)
     }
 }
 
+size_t tbs_n_insns(void)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < n_recs; i++) {
+        n += recs[i]->n;
+    }
+    return n;
+}
+
+size_t tbs_group(void *base, size_t n, size_t size,
+                 int (*cmp)(const void *, const void *),
+                 void (*add)(void *into, const void *from))
+{
+    char *b = base;
+    size_t out = 0;
+
+    if (n == 0) {
+        return 0;
+    }
+    qsort(base, n, size, cmp);
+    for (size_t i = 1; i < n; i++) {
+        if (cmp(b + out * size, b + i * size) == 0) {
+            add(b + out * size, b + i * size);
+        } else if (++out != i) {
+            memcpy(b + out * size, b + i * size, size);
+        }
+    }
+    return out + 1;
+}
+
 /* ---- JSON file -------------------------------------------------------- */
 
 static char *tmp_path(void)
 {
     size_t len = strlen(out_path) + 5;
-    char *t = xcalloc(len, 1);
+    char *t = tbs_xcalloc(len, 1);
     snprintf(t, len, "%s.tmp", out_path);
     return t;
 }

@@ -92,6 +92,21 @@ bool tbs_roi_balanced(void);
 /* Visit every recorded instruction (every translation of it). */
 void tbs_foreach(tbs_insn_fn fn, void *userdata);
 
+/* How many instructions tbs_foreach() visits. */
+size_t tbs_n_insns(void);
+
+/* calloc that aborts (naming the client) when memory runs out. */
+void *tbs_xcalloc(size_t n, size_t size);
+
+/*
+ * Sort n records of `size` bytes by `cmp`, fold each run of equal records
+ * into its first with `add`, and return the number of distinct records (the
+ * clients' group-by: per symbol, per encoding).
+ */
+size_t tbs_group(void *base, size_t n, size_t size,
+                 int (*cmp)(const void *, const void *),
+                 void (*add)(void *into, const void *from));
+
 /*
  * JSON output: tbs_json_open() opens "<out>.tmp" and writes the common head
  * ("{", client, plugin_api, markers) without a trailing comma;

@@ -18,7 +18,8 @@ def _headers(source):
 rule plugin:
     input:
         src="armie_clients/{client}.c",
-        common=["armie_clients/tbstats.c", "armie_clients/tbstats.h", "armie_clients/qemu_plugin_api.h"],
+        common=["armie_clients/tbstats.c", "armie_clients/tbstats.h", "armie_clients/decode.c", "armie_clients/decode.h",
+                "armie_clients/qemu_plugin_api.h"],
         host_gcc=stamp("host_gcc"),
     output:
         f"{BUILD}/plugins/lib{{client}}.so",
