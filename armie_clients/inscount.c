@@ -146,6 +146,6 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
         !decode_init()) {
         return -1;
     }
-    tbs_start(id, false, report);
+    tbs_start(id, false, true, report);
     return 0;
 }

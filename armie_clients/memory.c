@@ -173,6 +173,6 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
     if (!decode_init()) {
         return -1;
     }
-    tbs_start(id, true, report);
+    tbs_start(id, true, false, report);
     return 0;
 }

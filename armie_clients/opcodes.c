@@ -147,6 +147,6 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
                        "out=<path>, whole=on|off") != 0) {
         return -1;
     }
-    tbs_start(id, false, report);
+    tbs_start(id, false, false, report);
     return 0;
 }

@@ -37,7 +37,10 @@ typedef struct tbs_mark {
 
 static tbs_rec **recs;
 static size_t n_recs, cap_recs;
-static bool want_mem;
+static bool want_mem, want_syms;
+/* mem mode: memory counters only in TBs translated inside an ROI */
+static bool mem_live;
+static qemu_plugin_id_t self_id;
 static void (*report_fn)(void);
 
 static uint64_t begins, ends;
@@ -144,6 +147,9 @@ int tbs_parse_args(const char *client, const qemu_info_t *info, int argc,
 
 /* ---- ROI marker callbacks --------------------------------------------- */
 
+static void retranslate(bool live);
+
+
 static void add_adj(tbs_rec *r, uint32_t from, int64_t delta)
 {
     if (from >= r->n) {
@@ -166,6 +172,7 @@ static void roi_begin_cb(unsigned int vcpu, void *ud)
         return;
     }
     in_roi = true;
+    retranslate(true);
     for (size_t i = 0; i < n_recs; i++) {
         tbs_rec *r = recs[i];
         r->roi_start = r->execs;
@@ -189,6 +196,7 @@ static void roi_end_cb(unsigned int vcpu, void *ud)
         return;
     }
     in_roi = false;
+    retranslate(false);
     for (size_t i = 0; i < n_recs; i++) {
         tbs_rec *r = recs[i];
         r->roi_execs += r->execs - r->roi_start;
@@ -244,7 +252,9 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                 (uint32_t)b[3] << 24;
         }
         r->enc[i] = w;
-        r->sym[i] = qemu_plugin_insn_symbol(insn);
+        /* QEMU looks the symbol up per call: only for the client that
+         * reports functions */
+        r->sym[i] = want_syms ? qemu_plugin_insn_symbol(insn) : NULL;
 
         if (w == TBS_ROI_BEGIN || w == TBS_ROI_END) {
             tbs_mark *m = tbs_xcalloc(1, sizeof(*m));
@@ -254,7 +264,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                 insn, w == TBS_ROI_BEGIN ? roi_begin_cb : roi_end_cb,
                 QEMU_PLUGIN_CB_NO_REGS, m);
         }
-        if (want_mem) {
+        if (want_mem && mem_live) {
             /* RW: in 7.2 the R/W filter of inline memory ops is not
              * reliable (observed: an R-only counter counted the stores, a
              * W-only counter every access), so count every access and let
@@ -291,12 +301,39 @@ static void at_exit(qemu_plugin_id_t id, void *ud)
     }
 }
 
-void tbs_start(qemu_plugin_id_t id, bool mem_counters, void (*report)(void))
+static void install(qemu_plugin_id_t id)
 {
-    want_mem = mem_counters;
-    report_fn = report;
     qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
     qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+}
+
+/*
+ * Counting every memory access costs more than all the TB counters together
+ * (an inline add per access), and only the ROI's are reported: the memory
+ * client instruments accesses only in code translated inside an ROI. At each
+ * marker, qemu_plugin_reset() flushes the translated code once the marker's
+ * TB has finished (QEMU runs it as safe work before the next TB executes;
+ * the rest of the marker routine is a `ret`, with no access) and then calls
+ * install() again: the code that runs next is retranslated with or without
+ * the counters. A reset asked for while one is pending is dropped, which is
+ * harmless: the pending flush happens after the newest mem_live.
+ */
+static void retranslate(bool live)
+{
+    if (want_mem) {
+        mem_live = live;
+        qemu_plugin_reset(self_id, install);
+    }
+}
+
+void tbs_start(qemu_plugin_id_t id, bool mem_counters, bool symbols,
+               void (*report)(void))
+{
+    want_mem = mem_counters;
+    want_syms = symbols;
+    report_fn = report;
+    self_id = id;
+    install(id);
 }
 
 void tbs_foreach(tbs_insn_fn fn, void *userdata)

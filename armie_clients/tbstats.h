@@ -81,8 +81,13 @@ typedef int (*tbs_arg_fn)(const char *key, const char *val);
 int tbs_parse_args(const char *client, const qemu_info_t *info, int argc,
                    char **argv, tbs_arg_fn own, const char *accepted);
 
-/* Register the translation and exit callbacks; report runs once at exit. */
-void tbs_start(qemu_plugin_id_t id, bool mem_counters, void (*report)(void));
+/*
+ * Register the translation and exit callbacks; report runs once at exit.
+ * mem_counters: count QEMU's memory accesses (ROI only, tbs_insn.roi_mem);
+ * symbols: fill tbs_insn.sym (else NULL).
+ */
+void tbs_start(qemu_plugin_id_t id, bool mem_counters, bool symbols,
+               void (*report)(void));
 
 /* Markers seen and whether they form B == E >= 1 sequential pairs. */
 uint64_t tbs_roi_begins(void);
