@@ -135,7 +135,7 @@ static void report(void)
     } else {
         fprintf(f, "null");
     }
-    tbs_json_close(f);
+    tbs_json_close(CLIENT, f);
 }
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
@@ -146,6 +146,5 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
         !decode_init()) {
         return -1;
     }
-    tbs_start(id, false, true, report);
-    return 0;
+    return tbs_start(id, false, true, report);
 }

@@ -141,7 +141,7 @@ static void report(void)
                 (unsigned long long)obs_loads, (unsigned long long)obs_stores,
                 (unsigned long long)obs_other);
     }
-    tbs_json_close(f);
+    tbs_json_close(CLIENT, f);
 }
 
 static int parse_arg(const char *key, const char *val)
@@ -173,6 +173,5 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
     if (!decode_init()) {
         return -1;
     }
-    tbs_start(id, true, false, report);
-    return 0;
+    return tbs_start(id, true, false, report);
 }

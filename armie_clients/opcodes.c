@@ -124,7 +124,7 @@ static void report(void)
     } else {
         fprintf(f, "null");
     }
-    tbs_json_close(f);
+    tbs_json_close(CLIENT, f);
 }
 
 static int parse_arg(const char *key, const char *val)
@@ -147,6 +147,5 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
                        "out=<path>, whole=on|off") != 0) {
         return -1;
     }
-    tbs_start(id, false, false, report);
-    return 0;
+    return tbs_start(id, false, false, report);
 }

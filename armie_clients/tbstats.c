@@ -40,13 +40,27 @@ static size_t n_recs, cap_recs;
 static bool want_mem, want_syms;
 /* mem mode: memory counters only in TBs translated inside an ROI */
 static bool mem_live;
-static qemu_plugin_id_t self_id;
-static void (*report_fn)(void);
+
+/* The clients loaded in this process: they share this core (one TB counter
+ * and one translation callback for all of them) when QEMU loads them from
+ * one directory, because the dynamic loader loads libtbstats.so once. */
+typedef struct tbs_client {
+    const char *name;
+    char *out;
+    qemu_plugin_id_t id;
+    void (*report)(void);
+} tbs_client;
+
+#define TBS_MAX_CLIENTS 8
+static tbs_client clients[TBS_MAX_CLIENTS];
+static int n_clients;
+static bool trans_registered;
+static qemu_plugin_id_t trans_id, mem_id;
 
 static uint64_t begins, ends;
 static bool in_roi, roi_error;
 
-static char *out_path;
+static char *pending_out; /* out= of the client being installed */
 static const char *client_name = "tbstats";
 
 void *tbs_xcalloc(size_t n, size_t sz)
@@ -99,8 +113,8 @@ bool tbs_split_arg(const char *client, const char *arg, char *key,
 bool tbs_common_arg(const char *key, const char *val)
 {
     if (strcmp(key, "out") == 0) {
-        free(out_path);
-        out_path = strdup(val);
+        free(pending_out);
+        pending_out = strdup(val);
         return true;
     }
     return false;
@@ -108,7 +122,7 @@ bool tbs_common_arg(const char *key, const char *val)
 
 int tbs_check_args(const char *client)
 {
-    if (!out_path || !*out_path) {
+    if (!pending_out || !*pending_out) {
         fprintf(stderr, "%s: missing required argument out=<path>\n", client);
         return -1;
     }
@@ -294,17 +308,23 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 
 static void at_exit(qemu_plugin_id_t id, void *ud)
 {
+    tbs_client *c = ud;
     (void)id;
-    (void)ud;
-    if (report_fn) {
-        report_fn();
-    }
+    c->report();
 }
 
+/* Register what `id` needs: its exit report, and the translation callback
+ * if it is the client that registered it first. */
 static void install(qemu_plugin_id_t id)
 {
-    qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
-    qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+    for (int i = 0; i < n_clients; i++) {
+        if (clients[i].id == id) {
+            qemu_plugin_register_atexit_cb(id, at_exit, &clients[i]);
+        }
+    }
+    if (trans_registered && trans_id == id) {
+        qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
+    }
 }
 
 /*
@@ -322,18 +342,47 @@ static void retranslate(bool live)
 {
     if (want_mem) {
         mem_live = live;
-        qemu_plugin_reset(self_id, install);
+        qemu_plugin_reset(mem_id, install);
     }
 }
 
-void tbs_start(qemu_plugin_id_t id, bool mem_counters, bool symbols,
-               void (*report)(void))
+int tbs_start(qemu_plugin_id_t id, bool mem_counters, bool symbols,
+              void (*report)(void))
 {
-    want_mem = mem_counters;
-    want_syms = symbols;
-    report_fn = report;
-    self_id = id;
+    tbs_client *c;
+
+    if (n_clients == TBS_MAX_CLIENTS) {
+        fprintf(stderr, "%s: more than %d clients loaded\n", client_name,
+                TBS_MAX_CLIENTS);
+        return -1;
+    }
+    c = &clients[n_clients++];
+    c->name = client_name;
+    c->out = pending_out;
+    c->id = id;
+    c->report = report;
+    pending_out = NULL;
+    want_mem |= mem_counters;
+    want_syms |= symbols;
+    if (mem_counters) {
+        mem_id = id;
+    }
+    if (!trans_registered) {
+        trans_registered = true;
+        trans_id = id;
+    }
     install(id);
+    return 0;
+}
+
+static const tbs_client *client_named(const char *name)
+{
+    for (int i = 0; i < n_clients; i++) {
+        if (strcmp(clients[i].name, name) == 0) {
+            return &clients[i];
+        }
+    }
+    abort(); /* only clients that called tbs_start() write files */
 }
 
 void tbs_foreach(tbs_insn_fn fn, void *userdata)
@@ -392,11 +441,11 @@ size_t tbs_group(void *base, size_t n, size_t size,
 
 /* ---- JSON file -------------------------------------------------------- */
 
-static char *tmp_path(void)
+static char *tmp_path(const char *out)
 {
-    size_t len = strlen(out_path) + 5;
+    size_t len = strlen(out) + 5;
     char *t = tbs_xcalloc(len, 1);
-    snprintf(t, len, "%s.tmp", out_path);
+    snprintf(t, len, "%s.tmp", out);
     return t;
 }
 
@@ -418,7 +467,7 @@ void tbs_json_string(FILE *f, const char *s)
 
 FILE *tbs_json_open(const char *client)
 {
-    char *t = tmp_path();
+    char *t = tmp_path(client_named(client)->out);
     FILE *f = fopen(t, "w");
 
     if (!f) {
@@ -439,9 +488,10 @@ FILE *tbs_json_open(const char *client)
     return f;
 }
 
-int tbs_json_close(FILE *f)
+int tbs_json_close(const char *client, FILE *f)
 {
-    char *t = tmp_path();
+    const char *out = client_named(client)->out;
+    char *t = tmp_path(out);
     int rc = 0;
 
     fprintf(f, "\n}\n");
@@ -451,11 +501,11 @@ int tbs_json_close(FILE *f)
     if (fclose(f) != 0) {
         rc = -1;
     }
-    if (rc == 0 && rename(t, out_path) != 0) {
+    if (rc == 0 && rename(t, out) != 0) {
         rc = -1;
     }
     if (rc != 0) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", client_name, out_path,
+        fprintf(stderr, "%s: cannot write %s: %s\n", client, out,
                 strerror(errno));
     }
     free(t);

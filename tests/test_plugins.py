@@ -27,7 +27,7 @@ import pytest
 
 from disasm import branch_target, disasm_functions, expected_class, is_branch, objdump_words
 
-from analysis.build import plugin_cmd
+from analysis.build import PLUGIN_CORE, plugin_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "armie_clients"
@@ -66,7 +66,7 @@ def build(tmp_path_factory):
     """The plugins, built with the shipped command (analysis/build.py), and
     the host driver of their shared decoder."""
     d = tmp_path_factory.mktemp("plugins")
-    for c in CLIENTS:
+    for c in [PLUGIN_CORE, *CLIENTS]:
         r = run(plugin_cmd(c, d / f"lib{c}.so"))
         assert r.returncode == 0, r.stderr
         assert "warning" not in r.stderr, r.stderr
