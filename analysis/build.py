@@ -108,9 +108,10 @@ def link_cmd(compiler: str, objects: list[Path], out: Path, use_mpi: bool = Fals
     return [*comp.cc, *comp.link, "-o", str(out), *map(str, objects)]
 
 
-def plugin_cmd(client: str, out: Path) -> list[str]:
+def plugin_cmd(client: str, out: Path | str) -> list[str]:
     """A client links the decoder and the core lib{PLUGIN_CORE}.so of its own directory (build
     that first, with plugin_cmd(PLUGIN_CORE, ...))."""
+    out = Path(out)
     if client == PLUGIN_CORE:
         return ["gcc", *PLUGIN_FLAGS, "-o", str(out), str(PLUGIN_SOURCES / f"{PLUGIN_CORE}.c")]
     return ["gcc", *PLUGIN_FLAGS, "-o", str(out), str(PLUGIN_SOURCES / f"{client}.c"), str(PLUGIN_SOURCES / "decode.c"),
