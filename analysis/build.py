@@ -16,7 +16,9 @@ INCLUDE = REPO / "kernels" / "include"
 ROI_SOURCES = REPO / "kernels" / "roi"
 HARNESS_SOURCE = REPO / "kernels" / "harness" / "harness.c"
 PLUGIN_SOURCES = REPO / "armie_clients"
-PLUGIN_COMMON = ("tbstats.c",)
+# The counting core the clients share: its own shared object, loaded once per QEMU process
+# (the clients find it beside them), so all clients share one TB counter.
+PLUGIN_CORE = "tbstats"
 PLUGIN_FLAGS = ("-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra", "-std=gnu11")
 
 
@@ -106,9 +108,14 @@ def link_cmd(compiler: str, objects: list[Path], out: Path, use_mpi: bool = Fals
     return [*comp.cc, *comp.link, "-o", str(out), *map(str, objects)]
 
 
-def plugin_cmd(client: str, out: Path) -> list[str]:
-    srcs = [str(PLUGIN_SOURCES / f"{client}.c")] + [str(PLUGIN_SOURCES / c) for c in PLUGIN_COMMON]
-    return ["gcc", *PLUGIN_FLAGS, "-o", str(out), *srcs]
+def plugin_cmd(client: str, out: Path | str) -> list[str]:
+    """A client links the decoder and the core lib{PLUGIN_CORE}.so of its own directory (build
+    that first, with plugin_cmd(PLUGIN_CORE, ...))."""
+    out = Path(out)
+    if client == PLUGIN_CORE:
+        return ["gcc", *PLUGIN_FLAGS, "-o", str(out), str(PLUGIN_SOURCES / f"{PLUGIN_CORE}.c")]
+    return ["gcc", *PLUGIN_FLAGS, "-o", str(out), str(PLUGIN_SOURCES / f"{client}.c"), str(PLUGIN_SOURCES / "decode.c"),
+            f"-L{out.parent}", f"-l{PLUGIN_CORE}", "-Wl,-rpath,$ORIGIN"]
 
 
 def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kernel: str, variant: str) -> list[str]:

@@ -3,8 +3,8 @@
  * encodings executed in the region of interest (between hint #0x40 and
  * hint #0x41), and optionally over the whole run.
  *
- * Build:
- *   gcc -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -std=c11 -o libopcodes.so opcodes.c tbstats.c
+ * Build: analysis/build.py plugin_cmd (gcc -shared ... opcodes.c tbstats.c
+ * decode.c).
  * Use:
  *   qemu-aarch64 -plugin ./libopcodes.so,out=opcodes.json[,whole=on] ./prog args
  * Arguments: out=<path> (required), whole=on|off (default off).
@@ -32,63 +32,37 @@ static const char *const CLIENT = "opcodes";
 
 struct op {
     uint32_t enc;
-    bool used;
     uint64_t roi, whole;
 };
 
-/* open-addressing table encoding -> counts */
+/* one entry per static instruction counted, grouped by encoding at exit */
 static struct op *ops;
-static size_t ops_cap, ops_n;
+static size_t ops_n;
 static bool want_whole;
-
-static size_t enc_hash(uint32_t e)
-{
-    return (size_t)((e * 0x9e3779b97f4a7c15ull) >> 20);
-}
-
-static struct op *op_slot(uint32_t enc)
-{
-    size_t i;
-
-    if (2 * (ops_n + 1) > ops_cap) {
-        size_t ncap = ops_cap ? 2 * ops_cap : 4096;
-        struct op *no = calloc(ncap, sizeof(*no));
-        if (!no) {
-            abort();
-        }
-        for (size_t k = 0; k < ops_cap; k++) {
-            if (ops[k].used) {
-                size_t j = enc_hash(ops[k].enc) & (ncap - 1);
-                while (no[j].used) {
-                    j = (j + 1) & (ncap - 1);
-                }
-                no[j] = ops[k];
-            }
-        }
-        free(ops);
-        ops = no;
-        ops_cap = ncap;
-    }
-    i = enc_hash(enc) & (ops_cap - 1);
-    while (ops[i].used && ops[i].enc != enc) {
-        i = (i + 1) & (ops_cap - 1);
-    }
-    if (!ops[i].used) {
-        ops[i].used = true;
-        ops[i].enc = enc;
-        ops_n++;
-    }
-    return &ops[i];
-}
 
 static void add_insn(const tbs_insn *in, void *ud)
 {
     (void)ud;
     if (in->roi || (want_whole && in->whole)) {
-        struct op *o = op_slot(in->enc);
-        o->roi += in->roi;
-        o->whole += in->whole;
+        struct op *o = &ops[ops_n++];
+        o->enc = in->enc;
+        o->roi = in->roi;
+        o->whole = in->whole;
     }
+}
+
+static int cmp_enc(const void *a, const void *b)
+{
+    const struct op *x = a, *y = b;
+    return x->enc < y->enc ? -1 : x->enc > y->enc;
+}
+
+static void op_add(void *into, const void *from)
+{
+    struct op *x = into;
+    const struct op *y = from;
+    x->roi += y->roi;
+    x->whole += y->whole;
 }
 
 static int cmp_roi(const void *a, const void *b)
@@ -129,39 +103,28 @@ static void put_list(FILE *f, struct op *list, size_t n, bool roi)
 
 static void report(void)
 {
-    struct op *list;
-    size_t n = 0;
     FILE *f;
 
+    ops = tbs_xcalloc(tbs_n_insns(), sizeof(*ops));
     tbs_foreach(add_insn, NULL);
-    list = calloc(ops_n ? ops_n : 1, sizeof(*list));
-    if (!list) {
-        abort();
-    }
-    for (size_t k = 0; k < ops_cap; k++) {
-        if (ops[k].used) {
-            list[n++] = ops[k];
-        }
-    }
+    ops_n = tbs_group(ops, ops_n, sizeof(*ops), cmp_enc, op_add);
     f = tbs_json_open(CLIENT);
     if (!f) {
-        free(list);
         return;
     }
     fprintf(f, ",\n  \"roi\": ");
     if (tbs_roi_balanced()) {
-        put_list(f, list, n, true);
+        put_list(f, ops, ops_n, true);
     } else {
         fprintf(f, "null");
     }
     fprintf(f, ",\n  \"whole\": ");
     if (want_whole) {
-        put_list(f, list, n, false);
+        put_list(f, ops, ops_n, false);
     } else {
         fprintf(f, "null");
     }
-    tbs_json_close(f);
-    free(list);
+    tbs_json_close(CLIENT, f);
 }
 
 static int parse_arg(const char *key, const char *val)
@@ -184,6 +147,5 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
                        "out=<path>, whole=on|off") != 0) {
         return -1;
     }
-    tbs_start(id, false, report);
-    return 0;
+    return tbs_start(id, false, false, report);
 }

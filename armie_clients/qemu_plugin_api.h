@@ -55,6 +55,7 @@ enum qemu_plugin_op {
 struct qemu_plugin_tb;
 struct qemu_plugin_insn;
 
+typedef void (*qemu_plugin_simple_cb_t)(qemu_plugin_id_t id);
 typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
 typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index,
                                             void *userdata);
@@ -87,6 +88,10 @@ void qemu_plugin_register_vcpu_mem_inline(struct qemu_plugin_insn *insn,
                                           enum qemu_plugin_mem_rw rw,
                                           enum qemu_plugin_op op, void *ptr,
                                           uint64_t imm);
+
+/* Unregister every callback of `id`, flush the translated code (as safe work,
+ * after the current TB), then call `cb`, which registers them again. */
+void qemu_plugin_reset(qemu_plugin_id_t id, qemu_plugin_simple_cb_t cb);
 
 bool qemu_plugin_bool_parse(const char *name, const char *val, bool *ret);
 

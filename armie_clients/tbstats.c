@@ -3,9 +3,9 @@
  * the JSON file writer and the argument/API-version handling shared by the
  * armie_clients QEMU 7.2 plugins. See tbstats.h for the counting scheme.
  *
- * Compiled into each plugin:
- *   gcc -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -std=c11 \
- *       -o lib<client>.so <client>.c tbstats.c
+ * Compiled into each plugin with analysis/build.py plugin_cmd:
+ *   gcc -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -std=gnu11 \
+ *       -o lib<client>.so <client>.c tbstats.c decode.c
  */
 #define _POSIX_C_SOURCE 200809L
 #include "tbstats.h"
@@ -37,16 +37,33 @@ typedef struct tbs_mark {
 
 static tbs_rec **recs;
 static size_t n_recs, cap_recs;
-static bool want_mem;
-static void (*report_fn)(void);
+static bool want_mem, want_syms;
+/* mem mode: memory counters only in TBs translated inside an ROI */
+static bool mem_live;
+
+/* The clients loaded in this process: they share this core (one TB counter
+ * and one translation callback for all of them) when QEMU loads them from
+ * one directory, because the dynamic loader loads libtbstats.so once. */
+typedef struct tbs_client {
+    const char *name;
+    char *out;
+    qemu_plugin_id_t id;
+    void (*report)(void);
+} tbs_client;
+
+#define TBS_MAX_CLIENTS 8
+static tbs_client clients[TBS_MAX_CLIENTS];
+static int n_clients;
+static bool trans_registered;
+static qemu_plugin_id_t trans_id, mem_id;
 
 static uint64_t begins, ends;
 static bool in_roi, roi_error;
 
-static char *out_path;
+static char *pending_out; /* out= of the client being installed */
 static const char *client_name = "tbstats";
 
-static void *xcalloc(size_t n, size_t sz)
+void *tbs_xcalloc(size_t n, size_t sz)
 {
     void *p = calloc(n ? n : 1, sz);
     if (!p) {
@@ -96,8 +113,8 @@ bool tbs_split_arg(const char *client, const char *arg, char *key,
 bool tbs_common_arg(const char *key, const char *val)
 {
     if (strcmp(key, "out") == 0) {
-        free(out_path);
-        out_path = strdup(val);
+        free(pending_out);
+        pending_out = strdup(val);
         return true;
     }
     return false;
@@ -105,7 +122,7 @@ bool tbs_common_arg(const char *key, const char *val)
 
 int tbs_check_args(const char *client)
 {
-    if (!out_path || !*out_path) {
+    if (!pending_out || !*pending_out) {
         fprintf(stderr, "%s: missing required argument out=<path>\n", client);
         return -1;
     }
@@ -144,13 +161,16 @@ int tbs_parse_args(const char *client, const qemu_info_t *info, int argc,
 
 /* ---- ROI marker callbacks --------------------------------------------- */
 
+static void retranslate(bool live);
+
+
 static void add_adj(tbs_rec *r, uint32_t from, int64_t delta)
 {
     if (from >= r->n) {
         return;
     }
     if (!r->adj) {
-        r->adj = xcalloc(r->n, sizeof(*r->adj));
+        r->adj = tbs_xcalloc(r->n, sizeof(*r->adj));
     }
     r->adj[from] += delta;
 }
@@ -166,6 +186,7 @@ static void roi_begin_cb(unsigned int vcpu, void *ud)
         return;
     }
     in_roi = true;
+    retranslate(true);
     for (size_t i = 0; i < n_recs; i++) {
         tbs_rec *r = recs[i];
         r->roi_start = r->execs;
@@ -189,6 +210,7 @@ static void roi_end_cb(unsigned int vcpu, void *ud)
         return;
     }
     in_roi = false;
+    retranslate(false);
     for (size_t i = 0; i < n_recs; i++) {
         tbs_rec *r = recs[i];
         r->roi_execs += r->execs - r->roi_start;
@@ -222,16 +244,16 @@ bool tbs_roi_balanced(void)
 static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     size_t n = qemu_plugin_tb_n_insns(tb);
-    tbs_rec *r = xcalloc(1, sizeof(*r));
+    tbs_rec *r = tbs_xcalloc(1, sizeof(*r));
     (void)id;
 
     r->vaddr = qemu_plugin_tb_vaddr(tb);
     r->n = (uint32_t)n;
-    r->enc = xcalloc(n, sizeof(*r->enc));
-    r->sym = xcalloc(n, sizeof(*r->sym));
+    r->enc = tbs_xcalloc(n, sizeof(*r->enc));
+    r->sym = tbs_xcalloc(n, sizeof(*r->sym));
     if (want_mem) {
-        r->mem = xcalloc(2 * n, sizeof(uint64_t));
-        r->mem_roi = xcalloc(n, sizeof(uint64_t));
+        r->mem = tbs_xcalloc(2 * n, sizeof(uint64_t));
+        r->mem_roi = tbs_xcalloc(n, sizeof(uint64_t));
     }
 
     for (size_t i = 0; i < n; i++) {
@@ -244,17 +266,19 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                 (uint32_t)b[3] << 24;
         }
         r->enc[i] = w;
-        r->sym[i] = qemu_plugin_insn_symbol(insn);
+        /* QEMU looks the symbol up per call: only for the client that
+         * reports functions */
+        r->sym[i] = want_syms ? qemu_plugin_insn_symbol(insn) : NULL;
 
         if (w == TBS_ROI_BEGIN || w == TBS_ROI_END) {
-            tbs_mark *m = xcalloc(1, sizeof(*m));
+            tbs_mark *m = tbs_xcalloc(1, sizeof(*m));
             m->rec = r;
             m->idx = (uint32_t)i;
             qemu_plugin_register_vcpu_insn_exec_cb(
                 insn, w == TBS_ROI_BEGIN ? roi_begin_cb : roi_end_cb,
                 QEMU_PLUGIN_CB_NO_REGS, m);
         }
-        if (want_mem) {
+        if (want_mem && mem_live) {
             /* RW: in 7.2 the R/W filter of inline memory ops is not
              * reliable (observed: an R-only counter counted the stores, a
              * W-only counter every access), so count every access and let
@@ -284,19 +308,81 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 
 static void at_exit(qemu_plugin_id_t id, void *ud)
 {
+    tbs_client *c = ud;
     (void)id;
-    (void)ud;
-    if (report_fn) {
-        report_fn();
+    c->report();
+}
+
+/* Register what `id` needs: its exit report, and the translation callback
+ * if it is the client that registered it first. */
+static void install(qemu_plugin_id_t id)
+{
+    for (int i = 0; i < n_clients; i++) {
+        if (clients[i].id == id) {
+            qemu_plugin_register_atexit_cb(id, at_exit, &clients[i]);
+        }
+    }
+    if (trans_registered && trans_id == id) {
+        qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
     }
 }
 
-void tbs_start(qemu_plugin_id_t id, bool mem_counters, void (*report)(void))
+/*
+ * Counting every memory access costs more than all the TB counters together
+ * (an inline add per access), and only the ROI's are reported: the memory
+ * client instruments accesses only in code translated inside an ROI. At each
+ * marker, qemu_plugin_reset() flushes the translated code once the marker's
+ * TB has finished (QEMU runs it as safe work before the next TB executes;
+ * the rest of the marker routine is a `ret`, with no access) and then calls
+ * install() again: the code that runs next is retranslated with or without
+ * the counters. A reset asked for while one is pending is dropped, which is
+ * harmless: the pending flush happens after the newest mem_live.
+ */
+static void retranslate(bool live)
 {
-    want_mem = mem_counters;
-    report_fn = report;
-    qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
-    qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+    if (want_mem) {
+        mem_live = live;
+        qemu_plugin_reset(mem_id, install);
+    }
+}
+
+int tbs_start(qemu_plugin_id_t id, bool mem_counters, bool symbols,
+              void (*report)(void))
+{
+    tbs_client *c;
+
+    if (n_clients == TBS_MAX_CLIENTS) {
+        fprintf(stderr, "%s: more than %d clients loaded\n", client_name,
+                TBS_MAX_CLIENTS);
+        return -1;
+    }
+    c = &clients[n_clients++];
+    c->name = client_name;
+    c->out = pending_out;
+    c->id = id;
+    c->report = report;
+    pending_out = NULL;
+    want_mem |= mem_counters;
+    want_syms |= symbols;
+    if (mem_counters) {
+        mem_id = id;
+    }
+    if (!trans_registered) {
+        trans_registered = true;
+        trans_id = id;
+    }
+    install(id);
+    return 0;
+}
+
+static const tbs_client *client_named(const char *name)
+{
+    for (int i = 0; i < n_clients; i++) {
+        if (strcmp(clients[i].name, name) == 0) {
+            return &clients[i];
+        }
+    }
+    abort(); /* only clients that called tbs_start() write files */
 }
 
 void tbs_foreach(tbs_insn_fn fn, void *userdata)
@@ -322,13 +408,44 @@ void tbs_foreach(tbs_insn_fn fn, void *userdata)
     }
 }
 
+size_t tbs_n_insns(void)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < n_recs; i++) {
+        n += recs[i]->n;
+    }
+    return n;
+}
+
+size_t tbs_group(void *base, size_t n, size_t size,
+                 int (*cmp)(const void *, const void *),
+                 void (*add)(void *into, const void *from))
+{
+    char *b = base;
+    size_t out = 0;
+
+    if (n == 0) {
+        return 0;
+    }
+    qsort(base, n, size, cmp);
+    for (size_t i = 1; i < n; i++) {
+        if (cmp(b + out * size, b + i * size) == 0) {
+            add(b + out * size, b + i * size);
+        } else if (++out != i) {
+            memcpy(b + out * size, b + i * size, size);
+        }
+    }
+    return out + 1;
+}
+
 /* ---- JSON file -------------------------------------------------------- */
 
-static char *tmp_path(void)
+static char *tmp_path(const char *out)
 {
-    size_t len = strlen(out_path) + 5;
-    char *t = xcalloc(len, 1);
-    snprintf(t, len, "%s.tmp", out_path);
+    size_t len = strlen(out) + 5;
+    char *t = tbs_xcalloc(len, 1);
+    snprintf(t, len, "%s.tmp", out);
     return t;
 }
 
@@ -350,7 +467,7 @@ void tbs_json_string(FILE *f, const char *s)
 
 FILE *tbs_json_open(const char *client)
 {
-    char *t = tmp_path();
+    char *t = tmp_path(client_named(client)->out);
     FILE *f = fopen(t, "w");
 
     if (!f) {
@@ -371,9 +488,10 @@ FILE *tbs_json_open(const char *client)
     return f;
 }
 
-int tbs_json_close(FILE *f)
+int tbs_json_close(const char *client, FILE *f)
 {
-    char *t = tmp_path();
+    const char *out = client_named(client)->out;
+    char *t = tmp_path(out);
     int rc = 0;
 
     fprintf(f, "\n}\n");
@@ -383,11 +501,11 @@ int tbs_json_close(FILE *f)
     if (fclose(f) != 0) {
         rc = -1;
     }
-    if (rc == 0 && rename(t, out_path) != 0) {
+    if (rc == 0 && rename(t, out) != 0) {
         rc = -1;
     }
     if (rc != 0) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", client_name, out_path,
+        fprintf(stderr, "%s: cannot write %s: %s\n", client, out,
                 strerror(errno));
     }
     free(t);

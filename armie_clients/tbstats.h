@@ -1,6 +1,9 @@
 /*
  * tbstats.h - translation-block execution statistics with ROI accounting,
- * shared by the armie_clients QEMU 7.2 plugins (inscount, opcodes, memory).
+ * shared by the armie_clients QEMU 7.2 plugins (inscount, opcodes, memory):
+ * built as libtbstats.so, which the three clients link, so that when QEMU
+ * loads them together there is one translation callback, one TB counter and
+ * one pair of marker callbacks for all of them.
  *
  * Counting scheme (fast: one inline add per executed TB, callbacks only on
  * the two marker instructions):
@@ -18,7 +21,9 @@
  *     memory accesses QEMU's own instrumentation reports (reads and writes
  *     together: QEMU 7.2 does not apply the R/W filter of inline memory ops
  *     reliably), snapshotted the same way. It needs no adjustment: accesses
- *     are counted when they happen, not at TB entry.
+ *     are counted when they happen, not at TB entry. Only code translated
+ *     inside an ROI carries it: each marker has QEMU retranslate the code
+ *     (qemu_plugin_reset, see retranslate() in tbstats.c).
  * Per-instruction whole-run count = record execs; ROI count = record
  * roi_execs + adjustments covering the instruction's index.
  * Limits: an instruction that faults in the middle of a TB leaves the rest of
@@ -33,6 +38,10 @@
 #include <stdio.h>
 
 #include "qemu_plugin_api.h"
+
+/* The core is its own shared object (libtbstats.so) that the clients link:
+ * loaded once per process, so all clients share one TB counter. */
+#define TBS_API __attribute__((visibility("default")))
 
 #define TBS_ROI_BEGIN 0xd503281fu /* hint #0x40 */
 #define TBS_ROI_END 0xd503283fu   /* hint #0x41 */
@@ -50,20 +59,20 @@ typedef struct tbs_insn {
 typedef void (*tbs_insn_fn)(const tbs_insn *insn, void *userdata);
 
 /* Refuse any plugin API version other than 1 (QEMU 7.2); 0 = ok, -1 = refuse. */
-int tbs_check_api(const char *client, const qemu_info_t *info);
+TBS_API int tbs_check_api(const char *client, const qemu_info_t *info);
 
 /*
  * Split "key=value" (value may be empty). Returns false (after printing an
  * error) when there is no '=' or the key is too long.
  */
-bool tbs_split_arg(const char *client, const char *arg, char *key,
+TBS_API bool tbs_split_arg(const char *client, const char *arg, char *key,
                    size_t keysz, const char **val);
 
 /* Handle the keys common to all clients (out=). true if consumed. */
-bool tbs_common_arg(const char *key, const char *val);
+TBS_API bool tbs_common_arg(const char *key, const char *val);
 
 /* After parsing: check the common keys (out= is required). 0 ok, -1 error. */
-int tbs_check_args(const char *client);
+TBS_API int tbs_check_args(const char *client);
 
 /*
  * A client's own keys: return 1 when `key` is one of them and its value is
@@ -78,19 +87,40 @@ typedef int (*tbs_arg_fn)(const char *key, const char *val);
  * NULL), reject unknown keys naming `accepted`, and require out=.
  * 0 ok, -1 error (QEMU then refuses to start).
  */
-int tbs_parse_args(const char *client, const qemu_info_t *info, int argc,
+TBS_API int tbs_parse_args(const char *client, const qemu_info_t *info, int argc,
                    char **argv, tbs_arg_fn own, const char *accepted);
 
-/* Register the translation and exit callbacks; report runs once at exit. */
-void tbs_start(qemu_plugin_id_t id, bool mem_counters, void (*report)(void));
+/*
+ * Register the client (its exit report runs once at exit) and, for the
+ * first client of the process, the translation callback. 0 ok, -1 error.
+ * mem_counters: count QEMU's memory accesses (ROI only, tbs_insn.roi_mem);
+ * symbols: fill tbs_insn.sym (else NULL).
+ */
+TBS_API int tbs_start(qemu_plugin_id_t id, bool mem_counters, bool symbols,
+              void (*report)(void));
 
 /* Markers seen and whether they form B == E >= 1 sequential pairs. */
-uint64_t tbs_roi_begins(void);
-uint64_t tbs_roi_ends(void);
-bool tbs_roi_balanced(void);
+TBS_API uint64_t tbs_roi_begins(void);
+TBS_API uint64_t tbs_roi_ends(void);
+TBS_API bool tbs_roi_balanced(void);
 
 /* Visit every recorded instruction (every translation of it). */
-void tbs_foreach(tbs_insn_fn fn, void *userdata);
+TBS_API void tbs_foreach(tbs_insn_fn fn, void *userdata);
+
+/* How many instructions tbs_foreach() visits. */
+TBS_API size_t tbs_n_insns(void);
+
+/* calloc that aborts (naming the client) when memory runs out. */
+TBS_API void *tbs_xcalloc(size_t n, size_t size);
+
+/*
+ * Sort n records of `size` bytes by `cmp`, fold each run of equal records
+ * into its first with `add`, and return the number of distinct records (the
+ * clients' group-by: per symbol, per encoding).
+ */
+TBS_API size_t tbs_group(void *base, size_t n, size_t size,
+                 int (*cmp)(const void *, const void *),
+                 void (*add)(void *into, const void *from));
 
 /*
  * JSON output: tbs_json_open() opens "<out>.tmp" and writes the common head
@@ -99,8 +129,8 @@ void tbs_foreach(tbs_insn_fn fn, void *userdata);
  * <out> (atomic for readers). Both print an error and return NULL/-1 on
  * failure.
  */
-FILE *tbs_json_open(const char *client);
-int tbs_json_close(FILE *f);
-void tbs_json_string(FILE *f, const char *s);
+TBS_API FILE *tbs_json_open(const char *client);
+TBS_API int tbs_json_close(const char *client, FILE *f);
+TBS_API void tbs_json_string(FILE *f, const char *s);
 
 #endif /* ARMIE_TBSTATS_H */

@@ -15,10 +15,31 @@ def _headers(source):
     return sorted(glob.glob(os.path.join(os.path.dirname(str(source)), "*.h"))) + ["kernels/include/harness.h"]
 
 
+# lib{PLUGIN_CORE}.so would also match rule plugin's lib{client}.so
+ruleorder: plugin_core > plugin
+
+
+rule plugin_core:
+    input:
+        src="armie_clients/tbstats.c",
+        common=["armie_clients/tbstats.h", "armie_clients/qemu_plugin_api.h"],
+        host_gcc=stamp("host_gcc"),
+    output:
+        f"{BUILD}/plugins/lib{B.PLUGIN_CORE}.so",
+    log:
+        f"{BUILD}/logs/plugin-{B.PLUGIN_CORE}.log",
+    params:
+        cmd=lambda wc, output: _cmd(B.plugin_cmd(B.PLUGIN_CORE, output[0])),
+    shell:
+        "{params.cmd} > {log} 2>&1"
+
+
 rule plugin:
     input:
         src="armie_clients/{client}.c",
-        common=["armie_clients/tbstats.c", "armie_clients/tbstats.h", "armie_clients/qemu_plugin_api.h"],
+        common=["armie_clients/decode.c", "armie_clients/decode.h", "armie_clients/tbstats.h",
+                "armie_clients/qemu_plugin_api.h"],
+        core=f"{BUILD}/plugins/lib{B.PLUGIN_CORE}.so",
         host_gcc=stamp("host_gcc"),
     output:
         f"{BUILD}/plugins/lib{{client}}.so",

@@ -69,9 +69,12 @@ def test_four_vector_copy_scales_16x(binaries, plugin_dir) -> None:
 
 
 def _classifier(tmp: Path) -> Path:
-    tool = tmp / "classify"
-    proc = subprocess.run(["gcc", "-O2", "-std=c11", "-DCLASSIFY_MAIN", "-o", str(tool),
-                           str(REPO / "armie_clients" / "inscount.c")], capture_output=True, text=True)
+    """The host driver of the clients' shared decoder: `<word> <class> ...` per word."""
+    tool = tmp / "decode_driver"
+    src = REPO / "armie_clients"
+    proc = subprocess.run(["gcc", "-O2", "-std=gnu11", f"-I{src}", "-o", str(tool),
+                           str(REPO / "tests" / "decode_driver.c"), str(src / "decode.c")],
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return tool
 
@@ -84,7 +87,7 @@ def test_class_table_agrees_with_objdump_on_executed_encodings(binaries, plugin_
         rec = run_cell(binaries(row.kernel, row.variant), plugin_dir, 256, 4096, params)
         words |= {int(e["encoding"], 16) for e in rec["opcodes"]["roi"]}
     tool = _classifier(tmp_path)
-    got = subprocess.run([str(tool)], input="\n".join(f"{w:08x}" for w in sorted(words)),
+    got = subprocess.run([str(tool), "256"], input="\n".join(f"{w:08x}" for w in sorted(words)),
                          capture_output=True, text=True, check=True).stdout.split("\n")
     classes = {int(line.split()[0], 16): line.split()[1] for line in got if line.strip()}
     wrong = []

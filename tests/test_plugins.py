@@ -1,10 +1,12 @@
 """Tests of the QEMU 7.2 instruction-counting plugins in armie_clients/.
 
-Builds the plugins (and the host classifier tools) into a temporary
-directory, cross-compiles small SVE test programs, and checks:
-  1. the inscount class table against binutils objdump (representative
-     instructions of every class, random SVE words, random A64 words), and the
-     memory client's byte derivation for representative instructions;
+Builds the plugins (with analysis/build.py's command) and the host driver of
+their shared decoder into a temporary directory, cross-compiles small SVE
+test programs, and checks:
+  1. the class table against binutils objdump (representative instructions
+     of every class, random SVE words, random A64 words), the memory
+     client's byte derivation for representative instructions, and that the
+     two clients agree on every random word (class vs memory class);
   2. ROI counts of an ACLE svld1/svst1 copy at several VLs against the
      closed form read from objdump of the loop, determinism, class sums,
      missing and unbalanced markers, sequential ROIs;
@@ -24,6 +26,8 @@ from pathlib import Path
 import pytest
 
 from disasm import branch_target, disasm_functions, expected_class, is_branch, objdump_words
+
+from analysis.build import PLUGIN_CORE, plugin_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "armie_clients"
@@ -59,19 +63,32 @@ def run(cmd, **kw):
 
 @pytest.fixture(scope="session")
 def build(tmp_path_factory):
-    """Plugins and host tools, built with the documented command lines."""
+    """The plugins, built with the shipped command (analysis/build.py), and
+    the host driver of their shared decoder."""
     d = tmp_path_factory.mktemp("plugins")
-    for c in CLIENTS:
-        r = run(["gcc", "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
-                 "-Wall", "-Wextra", "-std=c11", "-o", str(d / f"lib{c}.so"),
-                 str(SRC / f"{c}.c"), str(SRC / "tbstats.c")])
+    for c in [PLUGIN_CORE, *CLIENTS]:
+        r = run(plugin_cmd(c, d / f"lib{c}.so"))
         assert r.returncode == 0, r.stderr
         assert "warning" not in r.stderr, r.stderr
-    for tool, src in [("classify", "inscount.c"), ("memclassify", "memory.c")]:
-        r = run(["gcc", "-O2", "-Wall", "-Wextra", "-std=c11",
-                 "-DCLASSIFY_MAIN", "-o", str(d / tool), str(SRC / src)])
-        assert r.returncode == 0, r.stderr
+    r = run(["gcc", "-O2", "-Wall", "-Wextra", "-std=gnu11", f"-I{SRC}",
+             "-o", str(d / "decode_driver"), str(ROOT / "tests" / "decode_driver.c"),
+             str(SRC / "decode.c")])
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
     return d
+
+
+def decode(build, words, vl=512):
+    """The shared decoder's answer per word: (class, sve, accesses) where
+    accesses is "memclass:bytes ..." or "-" (tests/decode_driver.c)."""
+    r = run([str(build / "decode_driver"), str(vl)],
+            input="\n".join(f"{w:08x}" for w in words))
+    assert r.returncode == 0, r.stderr
+    res = []
+    for line in r.stdout.splitlines():
+        w, cls, sve, *acc = line.split()
+        res.append((cls, sve == "1", " ".join(acc)))
+    assert len(res) == len(words)
+    return res
 
 
 ROI_S = """\
@@ -248,15 +265,7 @@ def run_clients(build, exe, args, tmp, vl=512, clients=("inscount",), tag=""):
 # objdump oracle for the class table
 
 def classify(build, words):
-    r = run([str(build / "classify")],
-            input="\n".join(f"{w:08x}" for w in words))
-    assert r.returncode == 0
-    res = []
-    for line in r.stdout.splitlines():
-        w, cls, sve = line.split()
-        res.append((cls, sve == "1"))
-    assert len(res) == len(words)
-    return res
+    return [(cls, sve) for cls, sve, _ in decode(build, words)]
 
 
 # one line per class member: assembly, expected class (also checks the
@@ -586,15 +595,52 @@ def test_random_a64_words(build, tmp_path):
     assert not bad, f"{len(bad)} of {checked} disagree:\n" + "\n".join(bad[:40])
 
 
+# What the memory client may make of each inscount class: SVE prefetches
+# share the class of their load form; an atomic is one load and one store.
+AGREE = {
+    "sve_gather": {"sve_gather", "prefetch"},
+    "sve_scatter": {"sve_scatter"},
+    "sve_first_fault": {"sve_first_fault"},
+    "sve_contig_load": {"sve_contig_load", "prefetch"},
+    "sve_contig_store": {"sve_contig_store"},
+    "simd_ldst": {"simd_load", "simd_store"},
+    "scalar_ldst": {"scalar_load", "scalar_store", "prefetch"},
+}
+
+
+def disagreements(rows):
+    """Words where inscount's class and the memory client's accesses disagree."""
+    bad = []
+    for w, (cls, _, acc) in rows:
+        kinds = [] if acc == "-" else [a.split(":")[0] for a in acc.split()]
+        ok = (not kinds if cls not in AGREE else
+              1 <= len(kinds) <= (2 if cls == "scalar_ldst" else 1)
+              and set(kinds) <= AGREE[cls])
+        if not ok:
+            bad.append(f"{w:08x} {cls} {acc}")
+    return bad
+
+
+def test_clients_agree_on_random_words(build):
+    """Both clients decode through one table: on 300,000 seeded random words
+    (a third of them in the SVE load/store spaces) inscount's class and the
+    memory client's accesses agree, at the smallest and largest VL."""
+    rng = random.Random(2024)
+    words = [rng.getrandbits(32) for _ in range(200000)]
+    words += [(rng.getrandbits(32) & ~0x7e000000) | 0x84000000 | rng.getrandbits(2) << 29
+              for _ in range(100000)]
+    for vl in (128, 2048):
+        rows = list(zip(words, decode(build, words, vl)))
+        assert sum(cls.startswith("sve_") and acc != "-" for _, (cls, _, acc) in rows) > 50000
+        bad = disagreements(rows)
+        assert not bad, f"{len(bad)} of {len(words)} disagree:\n" + "\n".join(bad[:40])
+
+
 def test_memory_bytes_derivation(build, tmp_path):
     rows = parse_table(MEM_EXPECTED)
     words = assemble([a for a, _ in rows], tmp_path, "mem")
-    r = run([str(build / "memclassify"), "512"],
-            input="\n".join(f"{w:08x}" for w in words))
-    assert r.returncode == 0, r.stderr
     bad = []
-    for (asm, want), line in zip(rows, r.stdout.splitlines()):
-        got = " ".join(line.split()[1:])
+    for (asm, want), (_, _, got) in zip(rows, decode(build, words)):
         if got != want:
             bad.append(f"{asm}: got {got} expected {want}")
     assert not bad, "\n".join(bad)
@@ -605,12 +651,10 @@ def test_memory_bytes_scale_with_vl(build, tmp_path):
     words = assemble([a for a, _ in rows], tmp_path, "mem")
     outs = {}
     for vl in (128, 512, 2048):
-        r = run([str(build / "memclassify"), str(vl)],
-                input="\n".join(f"{w:08x}" for w in words))
-        outs[vl] = r.stdout.splitlines()
+        outs[vl] = [acc for _, _, acc in decode(build, words, vl)]
     for i, (asm, want) in enumerate(rows):
         for vl in (128, 2048):
-            for a, b in zip(outs[512][i].split()[1:], outs[vl][i].split()[1:]):
+            for a, b in zip(outs[512][i].split(), outs[vl][i].split()):
                 if a == "-":
                     assert b == "-"
                     continue
