@@ -58,9 +58,9 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def reference(work: Path) -> Path:
-    """The tiny sweep from the repository itself, at plain paths (the same run as
-    test_workflow's, so the second of the two does nothing)."""
-    results = work / "tiny-results"
+    """The tiny sweep from the repository itself, at plain paths (test_workflow's own run
+    must find work to do, so a directory of its own; the build tree is shared)."""
+    results = work / "tiny-results-plain"
     proc = cli(REPO, "sweep", "--config", str(REPO / "configs" / "tiny.yaml"), "--cores", "2",
                "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
