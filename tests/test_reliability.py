@@ -58,9 +58,9 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def reference(work: Path) -> Path:
-    """The tiny sweep from the repository itself, at plain paths (the same run as
-    test_workflow's, so the second of the two does nothing)."""
-    results = work / "tiny-results"
+    """The tiny sweep from the repository itself, at plain paths (test_workflow's own run
+    must find work to do, so a directory of its own; the build tree is shared)."""
+    results = work / "tiny-results-plain"
     proc = cli(REPO, "sweep", "--config", str(REPO / "configs" / "tiny.yaml"), "--cores", "2",
                "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -79,8 +79,6 @@ def test_clone_path_with_space_and_dollar_and_results_dir_with_a_command(clone: 
 
 # ---- 1. integrity at the collect hand-over: fault injection on raw files ----
 
-def _raw_files(clone: Path) -> list[Path]:
-    return sorted((clone / EVIL_RESULTS / "raw").rglob("*.json"))
 
 
 def _rechecksum(doc: dict) -> dict:
@@ -140,33 +138,34 @@ EDITS: list[tuple[str, Callable[[dict], dict], bool, str]] = [
 ]
 
 
-def _collect(clone: Path, raw: list[Path], tmp: Path, capsys: pytest.CaptureFixture) -> tuple[int, str]:
-    rc = collect.main(["--sweep", str(clone / "configs" / "tiny.yaml"), "--set", f"results_dir={tmp}",
+def _collect(raw: list[Path], tmp: Path, capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    rc = collect.main(["--sweep", str(REPO / "configs" / "tiny.yaml"), "--set", f"results_dir={tmp}",
                        "--counts", str(tmp / "counts.csv"), "--provenance", str(tmp / "provenance.csv"), *map(str, raw)])
     return rc, capsys.readouterr().err
 
 
-def _copy_raw(clone: Path, tmp: Path) -> list[Path]:
-    src = clone / EVIL_RESULTS / "raw"
+def _copy_raw(reference: Path, tmp: Path) -> list[Path]:
+    """The tiny sweep's raw files, copied where a test may break them."""
+    src = reference.parent / "raw"
     shutil.copytree(src, tmp / "raw")
-    return [tmp / "raw" / p.relative_to(src) for p in _raw_files(clone)]
+    return sorted((tmp / "raw").rglob("*.json"))
 
 
-def test_collect_accepts_the_untouched_raw_files(clone: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    raw = _copy_raw(clone, tmp_path)
-    rc, err = _collect(clone, raw, tmp_path, capsys)
+def test_collect_accepts_the_untouched_raw_files(reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    raw = _copy_raw(reference, tmp_path)
+    rc, err = _collect(raw, tmp_path, capsys)
     assert rc == 0, err
-    assert (tmp_path / "counts.csv").read_bytes() == (clone / EVIL_RESULTS / "counts.csv").read_bytes()
+    assert (tmp_path / "counts.csv").read_bytes() == reference.read_bytes()
 
 
 @pytest.mark.parametrize("what, edit, rechecksum, needle", EDITS, ids=[e[0] for e in EDITS])
-def test_collect_refuses_an_edited_raw_file(clone: Path, tmp_path: Path, capsys: pytest.CaptureFixture, what: str,
+def test_collect_refuses_an_edited_raw_file(reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture, what: str,
                                             edit: Callable[[dict], dict], rechecksum: bool, needle: str) -> None:
-    raw = _copy_raw(clone, tmp_path)
+    raw = _copy_raw(reference, tmp_path)
     target = next(p for p in raw if p.parts[-3:] == ("vla", "max", "copy-c_vec.json"))
     doc = edit(json.loads(target.read_text()))
     target.write_text(json.dumps(_rechecksum(doc) if rechecksum else doc))
-    rc, err = _collect(clone, raw, tmp_path, capsys)
+    rc, err = _collect(raw, tmp_path, capsys)
     assert rc == 1, what
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: raw file "), err
@@ -175,8 +174,8 @@ def test_collect_refuses_an_edited_raw_file(clone: Path, tmp_path: Path, capsys:
 
 
 @pytest.mark.parametrize("cut", ["mid-file", "at a line boundary", "empty", "no checksum"])
-def test_collect_refuses_a_truncated_raw_file(clone: Path, tmp_path: Path, capsys: pytest.CaptureFixture, cut: str) -> None:
-    raw = _copy_raw(clone, tmp_path)
+def test_collect_refuses_a_truncated_raw_file(reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture, cut: str) -> None:
+    raw = _copy_raw(reference, tmp_path)
     target = raw[3]
     text = target.read_text()
     if cut == "mid-file":
@@ -189,7 +188,7 @@ def test_collect_refuses_a_truncated_raw_file(clone: Path, tmp_path: Path, capsy
         doc = json.loads(text)
         del doc["sha256"]
         target.write_text(json.dumps(doc))
-    rc, err = _collect(clone, raw, tmp_path, capsys)
+    rc, err = _collect(raw, tmp_path, capsys)
     assert rc == 1
     line = one_line_text(err)
     assert str(target) in line and "re-run the sweep" in line, line
@@ -208,12 +207,13 @@ def _owned_stages() -> set[Path]:
     return {d for d in Path(STAGE_ROOT).glob(f"{STAGE_PREFIX}*") if (d / OWNER_FILE).exists()}
 
 
-def test_sigkill_mid_sweep_then_lock_message_unlock_and_identical_resume(clone: Path) -> None:
-    results = clone / "killed"
+def test_sigkill_mid_sweep_then_lock_message_unlock_and_identical_resume(reference: Path, work: Path) -> None:
+    results = work / "killed"
     raw = results / "raw"
+    sweep = ["sweep", "--config", "configs/tiny.yaml", "--cores", "2", "--set", f"results_dir={results}",
+             "--set", f"build_dir={work / 'build'}"]
     before = _owned_stages()
-    proc = subprocess.Popen([PY, "-m", "analysis.cli", "sweep", "--config", "configs/tiny.yaml", "--cores", "2",
-                             "--set", f"results_dir={results.name}"], cwd=clone, start_new_session=True,
+    proc = subprocess.Popen([PY, "-m", "analysis.cli", *sweep], cwd=REPO, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not (raw.exists() and any(raw.rglob("*.json"))) and proc.poll() is None and time.monotonic() < deadline:
@@ -224,15 +224,15 @@ def test_sigkill_mid_sweep_then_lock_message_unlock_and_identical_resume(clone: 
     left = _owned_stages() - before
 
     # Every command names the stale lock and the harness command that clears it, in one line.
-    for args in (["sweep", "--config", "configs/tiny.yaml", "--set", f"results_dir={results.name}"],
-                 ["count", "copy", "acle_4v", "--vl", "128"], ["regress"], ["validate", "--config", "configs/tiny.yaml"]):
-        one_line(cli(clone, *args), "Snakemake lock", "./harness unlock")
-    assert cli(clone, "unlock").returncode == 0
-    assert not list((clone / ".snakemake" / "locks").glob("*.lock"))
+    for args in (sweep, ["count", "copy", "acle_4v", "--vl", "128", "--set", f"build_dir={work / 'build'}"],
+                 ["regress"], ["validate", "--config", "configs/tiny.yaml"]):
+        one_line(cli(REPO, *args, timeout=300), "Snakemake lock", "./harness unlock")
+    assert cli(REPO, "unlock").returncode == 0
+    assert not list((REPO / ".snakemake" / "locks").glob("*.lock"))
 
-    resumed = cli(clone, "sweep", "--config", "configs/tiny.yaml", "--cores", "2", "--set", f"results_dir={results.name}")
+    resumed = cli(REPO, *sweep)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert (results / "counts.csv").read_bytes() == (clone / EVIL_RESULTS / "counts.csv").read_bytes()
+    assert (results / "counts.csv").read_bytes() == reference.read_bytes()
     # Staging directories of the killed jobs (SIGKILL runs no clean-up) went at the next start.
     assert not (left & _owned_stages())
 
@@ -240,13 +240,14 @@ def test_sigkill_mid_sweep_then_lock_message_unlock_and_identical_resume(clone: 
 # ---- 1. regress: the golden files' integrity (fault injection) ----
 
 @pytest.fixture
-def golden_copy(tmp_path: Path) -> Path:
+def golden_copy(tmp_path: Path, work: Path) -> Path:
     """configs/regress.yaml with its golden files copied beside it (nothing is run: every case
-    below must fail before the sweep)."""
+    below must fail before the sweep; the session's build tree keeps the code before the fix,
+    which ran the sweep, from rebuilding for each case)."""
     text = (REPO / "configs" / "regress.yaml").read_text()
     (tmp_path / "regress.yaml").write_text(text.replace("golden_dir: results/golden", f"golden_dir: {tmp_path / 'golden'}")
                                            .replace("results_dir: results/regress", f"results_dir: {tmp_path / 'out'}")
-                                           .replace("build_dir: build", f"build_dir: {tmp_path / 'build'}"))
+                                           .replace("build_dir: build", f"build_dir: {work / 'build'}"))
     shutil.copytree(REPO / "results" / "golden", tmp_path / "golden")
     return tmp_path
 
@@ -302,7 +303,7 @@ def test_regress_refuses_corrupt_golden_files_before_any_work(golden_copy: Path,
     line = one_line_text(out.err)
     assert line.startswith("error: ") and needle in line and ("re-bless" in line or "bless" in line), line
     assert "applying tolerance" not in out.out
-    assert not (golden_copy / "out").exists() and not (golden_copy / "build").exists()
+    assert not (golden_copy / "out").exists()
 
 
 def test_committed_golden_fingerprint_is_valid() -> None:
@@ -450,7 +451,8 @@ def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path)
 
 def test_cores_below_one_is_refused(tmp_path: Path) -> None:
     for n in ("0", "-1"):
+        # Before the fix --cores 0 waited forever at "Select jobs to execute...".
         one_line(cli(REPO, "sweep", "--config", "configs/tiny.yaml", "--cores", n,
-                     "--set", f"results_dir={tmp_path / 'r'}"), f"--cores {n}", ">= 1")
-        one_line(cli(REPO, "regress", "--cores", n), f"--cores {n}")
+                     "--set", f"results_dir={tmp_path / 'r'}", timeout=120), f"--cores {n}", ">= 1")
+        one_line(cli(REPO, "regress", "--cores", n, timeout=120), f"--cores {n}")
     assert not (tmp_path / "r").exists()
