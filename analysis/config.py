@@ -70,10 +70,16 @@ class KernelRow:
     expect: dict[str, Any]
     host_native: bool = False
     extra_sources: tuple[Path, ...] = ()
+    memcpy: str = "libc"  # which memcpy HARNESS_MEMCPY calls: libc (IFUNC) or a glibc variant
 
     @property
     def name(self) -> str:
         return f"{self.kernel}-{self.variant}"
+
+    @property
+    def memcpy_symbol(self) -> str:
+        """The function HARNESS_MEMCPY calls: `memcpy` or glibc's `__memcpy_<variant>`."""
+        return "memcpy" if self.memcpy == "libc" else f"__memcpy_{self.memcpy}"
 
 
 @dataclass(frozen=True)
@@ -216,6 +222,8 @@ class Sweep:
                 row = self.table.row(sel["kernel"], variant)
                 if build == "host" and not row.host_native:
                     continue
+                if row.memcpy != "libc":  # native builds link libc.so, which hides glibc's variants
+                    continue
                 runs = tuple(
                     Run(vl, size, op, dtype, run_params(self.table, row, op, dtype))
                     for vl in vls for op, dtype in sel["op_dtypes"] for size in p["sizes"][row.family]
@@ -311,6 +319,7 @@ def load_table(paths: list[Path]) -> KernelTable:
                 dict(r.get("params", {})), r["label"], r["role"], dict(r.get("expect", {})),
                 bool(r.get("host_native", False)),
                 extra_sources=tuple(resolve_path(x, base) for x in r.get("extra_sources", [])),
+                memcpy=r.get("memcpy", "libc"),
             )
             if any(x.kernel == row.kernel and x.variant == row.variant for x in rows):
                 raise ConfigError(f"{path}: kernel {row.kernel} variant {row.variant} is declared twice")
@@ -321,6 +330,13 @@ def load_table(paths: list[Path]) -> KernelTable:
         for src in (row.source, *row.extra_sources):
             if not src.exists():
                 raise ConfigError(f"kernel {row.name}: source {src} does not exist")
+        # glibc's variants are global only in the static libc.a; libc.so (the MPI and the
+        # native perf builds link it) keeps them local.
+        if row.memcpy != "libc" and (row.host_native or families[row.family].mpi):
+            raise ConfigError(
+                f"kernel {row.name}: memcpy: {row.memcpy} needs the static cross link; drop "
+                f"{'host_native' if row.host_native else 'the mpi family'} or use memcpy: libc"
+            )
     return KernelTable(families, tuple(rows))
 
 
