@@ -199,7 +199,8 @@ class Sweep:
             return []
         jobs = []
         for sel in self.selections:
-            for variant, compiler, name in itertools.product(sel["variants"], self.compilers, g.get("systems", ["paper"])):
+            compilers = g.get("compilers", self.compilers)
+            for variant, compiler, name in itertools.product(sel["variants"], compilers, g.get("systems", ["paper"])):
                 row = self.table.row(sel["kernel"], variant)
                 vls = [v for v in g.get("vector_lengths", GEM5_VLS) if v in systems[name]["vector_lengths"]]
                 runs = tuple(
@@ -488,11 +489,71 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
     for fig in sweep.figures:
         for sel in fig["series"] + ([fig["baseline"]] if "baseline" in fig else []):
             _check_selector(table, sel, f"figures/{fig['name']}")
+    for fig in sweep.figures:
+        _check_compiler(sweep, fig.get("compiler"), f"figures/{fig['name']}")
     for chk in sweep.checks:
         for key in ("numerator", "denominator", "series"):
             if key in chk:
                 _check_selector(table, chk[key], f"checks/{chk['id']}")
+        _check_compiler(sweep, chk.get("compiler"), f"checks/{chk['id']}")
+        for cond in chk.get("conditions", []):
+            where = f"checks/{chk['id']}/conditions/{cond['line']}"
+            for key in ("numerator", "denominator", "series"):
+                if key in cond:
+                    _check_selector(table, cond[key], where)
+            _check_compiler(sweep, cond.get("compiler"), where)
+            diff = condition_factors(sweep, chk, cond)
+            if not diff:
+                raise ConfigError(f"{where}: the same line as the check's own; change one factor (variant, compiler, ...)")
+            if len(diff) > 1 and "factor" not in cond:
+                raise ConfigError(
+                    f"{where}: differs from the check's line in {len(diff)} factors ({', '.join(diff)}), so it does not "
+                    "isolate one; pick a line that differs in one, or name the factor it stands for with factor:"
+                )
+    if raw.get("gem5"):
+        for c in raw["gem5"].get("compilers", []):
+            _check_compiler(sweep, c, "gem5/compilers")
     return sweep
+
+
+def condition_check(check: dict[str, Any], cond: dict[str, Any]) -> dict[str, Any]:
+    """A check's condition as a check of its own: the check with the condition's keys replaced."""
+    over = {k: v for k, v in cond.items() if k not in ("line", "paper", "factor")}
+    return {**{k: v for k, v in check.items() if k not in ("conditions", "line", "cause")}, **over}
+
+
+# Fields of a kernel row that change its code or run (label, role and expect only describe it).
+ROW_FACTORS = ("family", "source", "memcpy", "cflags", "params", "extra_sources")
+
+
+def condition_factors(sweep: "Sweep", check: dict[str, Any], cond: dict[str, Any]) -> list[str]:
+    """What a condition's line changes against its check's line: `compiler`, `backend`,
+    `cpu_model`, and per selector the kernel-row fields that differ (e.g. `memcpy`); a
+    selector on another kernel or op counts as one factor, named by the key."""
+    out: list[str] = []
+    for key in ("compiler", "backend", "cpu_model"):
+        own = check.get(key, sweep.compilers[0] if key == "compiler" else None)
+        if key in cond and cond[key] != own:
+            out.append(f"{key} {own} vs {cond[key]}")
+    for key in ("numerator", "denominator", "series"):
+        a, b = check.get(key), cond.get(key)
+        if not b or a == b:
+            continue
+        if not a or (a["kernel"], a.get("op"), a.get("dtype")) != (b["kernel"], b.get("op"), b.get("dtype")) \
+                or "variant" not in a or "variant" not in b:
+            out.append(f"{key} selector")
+            continue
+        ra, rb = sweep.table.row(a["kernel"], a["variant"]), sweep.table.row(b["kernel"], b["variant"])
+        for f in ROW_FACTORS:
+            if getattr(ra, f) != getattr(rb, f):
+                shown = (ra.memcpy_symbol, rb.memcpy_symbol) if f == "memcpy" else (getattr(ra, f), getattr(rb, f))
+                out.append(f"{key} {f} {shown[0]} vs {shown[1]}")
+    return out
+
+
+def _check_compiler(sweep: "Sweep", compiler: str | None, where: str) -> None:
+    if compiler is not None and compiler not in sweep.compilers:
+        raise ConfigError(f"{where}: compiler {compiler} is not swept; add it to compilers ({', '.join(sweep.compilers)})")
 
 
 def _extended(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
