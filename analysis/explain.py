@@ -238,12 +238,14 @@ def cell_from_args(ns: argparse.Namespace, counts: pd.DataFrame) -> Cell:
 
 
 def discussed_cells(sweep: config.Sweep) -> list[Cell]:
-    """The cells results/summary.md discusses: each check's series at the smallest and the
-    largest VL of the VLA build (first CPU model, compiler and backend of the sweep)."""
+    """The cells results/summary.md discusses: the series of each check and of its conditions
+    at the smallest and the largest VL of the VLA build (first CPU model and backend of the
+    sweep; the check's compiler)."""
     cells: list[Cell] = []
     if not sweep.backends:  # a perf-only sweep counts nothing
         return cells
-    for chk in sweep.checks:
+    specs = [c for chk in sweep.checks for c in [chk, *(config.condition_check(chk, x) for x in chk.get("conditions", []))]]
+    for chk in specs:
         for key in ("numerator", "denominator", "series"):
             sel = chk.get(key)
             if not sel or "variant" not in sel:
@@ -253,7 +255,7 @@ def discussed_cells(sweep: config.Sweep) -> list[Cell]:
             family = sweep.table.row(sel["kernel"], sel["variant"]).family
             for vl in (min(sweep.vector_lengths), max(sweep.vector_lengths)):
                 cell = Cell(sel["kernel"], sel["variant"], op, dtype, "vla", next(iter(sweep.cpu_models)),
-                            sweep.backends[0], sweep.compilers[0], vl, sweep.sizes[family][0])
+                            sweep.backends[0], chk.get("compiler", sweep.compilers[0]), vl, sweep.sizes[family][0])
                 if cell not in cells:
                     cells.append(cell)
     return cells
