@@ -142,3 +142,21 @@ def test_summary_opens_with_the_verdict_table(tmp_path: Path) -> None:
            "GCC 12: ACLE / element-wise = 1 .. 1 (VL 128 .. 128); clang 14: ACLE / element-wise = 1.23 .. 1.23" in table[3]
     assert table[4].endswith("| not run: gem5 not found, the cycle sweep did not run |")
     assert "FAIL |" not in "\n".join(table[:5])
+
+
+def test_gem5_plan_has_the_paper_era_lines_for_gcc_only() -> None:
+    """The cycle checks (Fig. 3, 5, 7) read the paper-era lines: they are in the gem5 plan,
+    at VL 128..2048, GCC's objects only (the compiler axis is a count question)."""
+    from analysis.backends import gem5
+
+    sweep = config.load(DEFAULT)
+    jobs = sweep.gem5_jobs(gem5.load_systems())
+    assert {j.binary.compiler for j in jobs} == {"gcc"}
+    names = {j.binary.name for j in jobs}
+    assert {"pack-blocks_generic", "unpack-blocks_generic", "copy-memcpy_a64fx", "pack-blocks_call"} <= names
+    assert {r.vl for j in jobs for r in j.runs} == {128, 256, 512, 1024, 2048}
+    gem5_checks = {c["id"]: c for c in sweep.checks if c.get("backend") == "gem5"}
+    assert {"fig3_speedup_vl128", "fig3_speedup_overall", "fig5_speedup", "fig5_unpack_speedup", "fig7_speedup"} \
+        <= set(gem5_checks)
+    paper = [x["numerator"]["variant"] for c in gem5_checks.values() for x in c.get("conditions", []) if x.get("paper")]
+    assert paper == ["blocks_generic", "blocks_generic"]
