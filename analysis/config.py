@@ -546,9 +546,15 @@ def condition_factors(sweep: "Sweep", check: dict[str, Any], cond: dict[str, Any
         ra, rb = sweep.table.row(a["kernel"], a["variant"]), sweep.table.row(b["kernel"], b["variant"])
         for f in ROW_FACTORS:
             if getattr(ra, f) != getattr(rb, f):
-                shown = (ra.memcpy_symbol, rb.memcpy_symbol) if f == "memcpy" else (getattr(ra, f), getattr(rb, f))
+                shown = (ra.memcpy_symbol, rb.memcpy_symbol) if f == "memcpy" else \
+                    (_short(getattr(ra, f)), _short(getattr(rb, f)))
                 out.append(f"{key} {f} {shown[0]} vs {shown[1]}")
     return out
+
+
+def _short(value: Any) -> Any:
+    """A source path relative to the repository, for one-line messages."""
+    return value.relative_to(REPO) if isinstance(value, Path) and value.is_relative_to(REPO) else value
 
 
 def _check_compiler(sweep: "Sweep", compiler: str | None, where: str) -> None:

@@ -160,3 +160,22 @@ def test_gem5_plan_has_the_paper_era_lines_for_gcc_only() -> None:
         <= set(gem5_checks)
     paper = [x["numerator"]["variant"] for c in gem5_checks.values() for x in c.get("conditions", []) if x.get("paper")]
     assert paper == ["blocks_generic", "blocks_generic"]
+
+
+def test_an_mpi_claim_is_data(tmp_path: Path) -> None:
+    """An Open MPI claim takes a verdict the same way: a check on the MPI rows and a condition
+    naming the other line (here the stock op vs the ACLE user op: the kernel source differs)."""
+    import yaml
+
+    raw = yaml.safe_load((REPO / "configs" / "mpi.yaml").read_text())
+    chk = {"id": "fig10", "figure": 10, "claim": "50% fewer at VL 128", "kind": "ratio", "vl": 128, "target": 2.0,
+           "numerator": {"kernel": "mpi_reduce", "variant": "stock"},
+           "denominator": {"kernel": "mpi_reduce", "variant": "c_scalar"},
+           "conditions": [{"line": "SVE user op", "denominator": {"kernel": "mpi_reduce", "variant": "acle"},
+                           "factor": "the user op: element-wise C kept scalar vs ACLE"}]}
+    raw["checks"] = [chk]
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(raw))
+    sweep = config.load(tmp_path / "m.yaml")
+    factors = config.condition_factors(sweep, sweep.checks[0], chk["conditions"][0])
+    assert factors[0] == "denominator source kernels/reduce/elementwise.c vs kernels/reduce/acle.c"
+    assert factors[1].startswith("denominator cflags ")
