@@ -5,6 +5,7 @@ and has an exact count."""
 from __future__ import annotations
 
 import math
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -120,3 +121,14 @@ def test_generic_per_block_closed_form_and_flat(binaries, plugin_dir, kernel: st
     assert len(set(counts.values())) == 1, counts  # flat: the paper's Fig. 4 baseline
     again = run_cell(b, plugin_dir, 384, 1 << 20, params, dtype="float")
     assert _roi(again) - _roi(run_cell(b, plugin_dir, 384, 0, params, dtype="float")) == counts[384]
+
+
+@pytest.mark.skipif(shutil.which("clang-14") is None, reason="clang-14 not installed (./harness setup --with-clang)")
+def test_clang_links_the_libc_gcc_links() -> None:
+    """The gcc vs clang pair must differ in the compiler only: clang takes the cross libc
+    (whose memcpy variants the lines call), not the multiarch arm64 one --with-mpi installs."""
+    from analysis.toolchain import COMPILERS
+
+    libc = {c: Path(subprocess.run([*COMPILERS[c].cc, "-print-file-name=libc.a"], capture_output=True, text=True,
+                                   check=True).stdout.strip()).resolve() for c in ("gcc", "clang")}
+    assert libc["gcc"] == libc["clang"] == Path("/usr/aarch64-linux-gnu/lib/libc.a"), libc
