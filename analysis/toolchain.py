@@ -38,8 +38,12 @@ class Compiler:
 
 COMPILERS = {
     "gcc": Compiler("gcc", ("aarch64-linux-gnu-gcc",), ("-static",)),
-    # clang finds the Debian cross sysroot and linker from the target triple.
-    "clang": Compiler("clang", ("clang-14", "--target=aarch64-linux-gnu"), ("-static",)),
+    # The cross sysroot, named: from the bare triple clang prefers the multiarch arm64 libc
+    # (/usr/lib/aarch64-linux-gnu, libc6-dev:arm64, which --with-mpi installs) over the cross
+    # libc that gcc links, and the two glibc builds have different memcpy code: the gcc vs
+    # clang pair would then differ in the C library too.
+    "clang": Compiler("clang", ("clang-14", "--target=aarch64-linux-gnu", "--sysroot=/usr/aarch64-linux-gnu"),
+                      ("-static",)),
     # The perf backend's native builds: the host's own gcc, dynamically linked like any
     # program on that machine. Its kernels take the gcc cflags of the kernel table.
     "native": Compiler("native", ("gcc",), ()),
