@@ -416,15 +416,15 @@ if [[ $MODE == check ]]; then
     else
         while read -r m; do [[ -n "$m" ]] && problems+=("venv pin: $m (fix: $ME)"); done < <(venv_pin_mismatches || true)
     fi
+    if [[ $WITH_GEM5 -eq 1 ]] && [[ ! -x "$("$ROOT/setup/gem5.sh" --path)" ]]; then
+        problems+=("gem5 not built at $("$ROOT/setup/gem5.sh" --path) (fix: $ME --with-gem5)")
+    fi
     if [[ ${#problems[@]} -eq 0 ]]; then
         echo "$ME --check: all present (python $py, ${#APT_PKGS[@]} apt packages, .venv matches requirements.txt)"
         exit 0
     fi
     echo "$ME --check: ${#problems[@]} missing:"
     printf '  - %s\n' "${problems[@]}"
-    if [[ $WITH_GEM5 -eq 1 ]] && [[ ! -x "$("$ROOT/setup/gem5.sh" --path)" ]]; then
-        problems+=("gem5 not built at $("$ROOT/setup/gem5.sh" --path) (fix: $ME --with-gem5)")
-    fi
     fixcmd="$ME"; [[ $WITH_CLANG -eq 1 ]] && fixcmd+=" --with-clang"; [[ $WITH_MPI -eq 1 ]] && fixcmd+=" --with-mpi"
     [[ $WITH_GEM5 -eq 1 ]] && fixcmd+=" --with-gem5"
     echo "fix: run $fixcmd (as root, or as a user with sudo)"
