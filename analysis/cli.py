@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,10 +55,40 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     runs = sum(len(j.runs) for j in jobs)
     print(f"sweep {ns.config}: {len(jobs)} count jobs, {runs} runs, results in {sweep.results_dir}", flush=True)
     say_perf_plan(sweep)
-    rc = subprocess.call(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args))
+    before = snakemake_logs()
+    rc = subprocess.call(snakemake_cmd(ns.config, overrides, ns.cores, logger_args(ns.verbose) + ns.snakemake_args))
+    kept = keep_full_log(before, sweep.results_dir)
+    if kept:
+        print(f"full log: {kept}", flush=True)
     if rc == 0 and not mpi.needs_mpi(sweep):
         print(MPI_HINT, flush=True)
     return rc
+
+
+def logger_args(verbose: bool) -> list[str]:
+    """The rich logger plugin draws a live progress panel on a terminal and prints only the job
+    table, failures (with their log) and the end without one (CI); --verbose keeps Snakemake's
+    own record of every job. Snakemake writes its full log to .snakemake/log/ either way."""
+    return [] if verbose else ["--logger", "rich"]
+
+
+SNAKEMAKE_LOGS = REPO / ".snakemake" / "log"
+
+
+def snakemake_logs() -> set[Path]:
+    return set(SNAKEMAKE_LOGS.glob("*.snakemake.log"))
+
+
+def keep_full_log(before: set[Path], results_dir: Path) -> Path | None:
+    """Copy the log Snakemake wrote for this run (the newest one that was not there before)
+    to results/logs/snakemake.log, beside the jobs' own logs."""
+    new = sorted(snakemake_logs() - before, key=lambda p: p.stat().st_mtime)
+    if not new:
+        return None
+    dest = results_dir / "logs" / "snakemake.log"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(new[-1], dest)
+    return dest
 
 
 def say_perf_plan(sweep: config.Sweep) -> None:
@@ -170,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--config", default="configs/default.yaml")
     s.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override results_dir/build_dir")
+    s.add_argument("--verbose", action="store_true", help="Snakemake's record of every job instead of the progress display")
     s.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="after --: passed to snakemake")
     s.set_defaults(func=cmd_sweep)
     v = sub.add_parser("validate", help="check a sweep configuration and the toolchain, run nothing")
