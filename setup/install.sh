@@ -237,8 +237,8 @@ apt_install() {
         printf '%s\n' "$@" | grep -qxF "$p" && continue
         if dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii'; then
             # One line per installed architecture (libc6-dev:arm64 after --with-mpi); Multi-Arch:
-            # same packages share one version.
-            v="$(dpkg-query -W -f='${Version}\n' "$p" | head -n 1)"
+            # same packages share one version. (Not `| head -n 1`: SIGPIPE under pipefail.)
+            v="$(dpkg-query -W -f='${Version}\n' "$p")"; v="${v%%$'\n'*}"
             tool+=("$p=$v")
         elif printf '%s\n' "${HOST_TOOLCHAIN[@]}" | grep -qxF "$p"; then
             tool+=("$p")
