@@ -60,6 +60,10 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     kept = keep_full_log(before, sweep.results_dir)
     if kept:
         print(f"full log: {kept}", flush=True)
+    if rc == 0:
+        from analysis import report
+
+        print(f"report: {report.write(sweep)}", flush=True)
     if rc == 0 and not mpi.needs_mpi(sweep):
         print(MPI_HINT, flush=True)
     return rc
@@ -102,6 +106,14 @@ def say_perf_plan(sweep: config.Sweep) -> None:
     for line in p.status.messages:
         print(line, flush=True)
     os.environ["SVE_HARNESS_PERF_SKIP_SAID"] = "1"
+
+
+def cmd_report(ns: argparse.Namespace) -> int:
+    """results/report.html from what the last sweep of this configuration left in its results."""
+    from analysis import report
+
+    print(f"report: {report.write(config.load(ns.config, config.parse_overrides(ns.set)))}")
+    return 0
 
 
 def cmd_validate(ns: argparse.Namespace) -> int:
@@ -204,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--verbose", action="store_true", help="Snakemake's record of every job instead of the progress display")
     s.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="after --: passed to snakemake")
     s.set_defaults(func=cmd_sweep)
+    rp = sub.add_parser("report", help="write results/report.html (figures, summary, provenance, explained cells)")
+    rp.add_argument("--config", default="configs/default.yaml")
+    rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    rp.set_defaults(func=cmd_report)
     v = sub.add_parser("validate", help="check a sweep configuration and the toolchain, run nothing")
     v.add_argument("--config", default="configs/default.yaml")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
