@@ -251,3 +251,12 @@ def test_toolchain_installed_in_two_architectures_is_named_at_one_version(shims,
     proc, calls = shims("--force", sim_files=["sim-clean.txt"])
     sim_call = next((c for c in calls if c.startswith("apt-get install -s")), proc.stderr)
     assert " libc6-dev=2.36-9+deb12u14 " in f"{sim_call} ", sim_call
+
+
+def test_with_chromium_installs_it_through_the_guard(shims):
+    """`./harness test` asks for chromium (the report test loads the page in it): the same
+    simulated, no-removal install as every other package."""
+    proc, calls = shims("--force", "--with-chromium", sim_files=["sim-remv-gcc-multilib.txt"])
+    sim_call = next(c for c in calls if c.startswith("apt-get install -s"))
+    assert " chromium " in f"{sim_call} "
+    assert _real_installs(calls) == [] and proc.returncode != 0
