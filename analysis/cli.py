@@ -56,7 +56,8 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     print(f"sweep {ns.config}: {len(jobs)} count jobs, {runs} runs, results in {sweep.results_dir}", flush=True)
     say_perf_plan(sweep)
     before = snakemake_logs()
-    rc = subprocess.call(snakemake_cmd(ns.config, overrides, ns.cores, logger_args(ns.verbose) + ns.snakemake_args))
+    rc = subprocess.call(snakemake_cmd(ns.config, overrides, ns.cores, logger_args(ns.verbose) + ns.snakemake_args),
+                         env=snakemake_env())
     kept = keep_full_log(before, sweep.results_dir)
     if kept:
         print(f"full log: {kept}", flush=True)
@@ -69,11 +70,20 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     return rc
 
 
+# Our logger plugin (the rich plugin plus steps done of total and time left) lives here.
+PLUGINS = REPO / "analysis" / "snakemake_plugins"
+
+
 def logger_args(verbose: bool) -> list[str]:
-    """The rich logger plugin draws a live progress panel on a terminal and prints only the job
+    """The logger plugin draws a live progress panel on a terminal and prints only the job
     table, failures (with their log) and the end without one (CI); --verbose keeps Snakemake's
     own record of every job. Snakemake writes its full log to .snakemake/log/ either way."""
-    return [] if verbose else ["--logger", "rich"]
+    return [] if verbose else ["--logger", "harness"]
+
+
+def snakemake_env() -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{PLUGINS}{os.pathsep}{path}" if path else str(PLUGINS)}
 
 
 SNAKEMAKE_LOGS = REPO / ".snakemake" / "log"
