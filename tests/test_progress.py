@@ -55,3 +55,23 @@ def test_verbose_restores_snakemakes_record(work: Path, on_terminal: tuple[Path,
     assert "Building DAG of jobs" not in quiet.stdout + quiet.stderr
     assert "Building DAG of jobs" in loud.stdout + loud.stderr
     assert "Nothing to be done" in loud.stdout + loud.stderr
+
+
+def test_a_failed_job_is_one_line_with_its_log_tail(tmp_path: Path) -> None:
+    """The template kernel, broken so that it fails its own verification: one line names the
+    rule, the cell and the log's last line and path; the log itself is not dumped."""
+    from test_own_kernel import own_tree
+
+    root = own_tree(tmp_path)
+    src = root / "my_kernel.c"
+    src.write_text(src.read_text().replace("y[i] = a * x[i];", "y[i] = a * x[i] + 1.0f;", 1))
+    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(root / "sweep.yaml"), "--cores", "2"],
+                          cwd=REPO, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    failed = [ln for ln in out.splitlines() if ln.startswith("✗ ")]
+    log = root / "results" / "logs" / "count" / "qemu" / "gcc" / "vla" / "max" / "scale-acle.log"
+    assert len(failed) == 1, out[-3000:]
+    assert failed[0].startswith("✗ count_qemu (compiler=gcc, build=vla, cpu=max, kernel=scale, variant=acle): error: ")
+    assert "FAIL: y at index 0" in failed[0] and failed[0].endswith(f"(log: {log})")
+    assert "[1/" not in out  # the log's progress lines stay in the log
