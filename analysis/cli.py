@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from analysis import config, guard, mpi, toolchain
+from analysis import config, guard, mpi, report, toolchain
 from analysis.backends import RunError, clean_stale_stages, perf
 
 REPO = config.REPO
@@ -57,13 +58,21 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     runs = sum(len(j.runs) for j in jobs)
     print(f"sweep {ns.config}: {len(jobs)} count jobs, {runs} runs, results in {sweep.results_dir}", flush=True)
     say_perf_plan(sweep)
+    before = snakemake_logs()
     try:
-        rc = guard.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args))
+        rc = guard.run(snakemake_cmd(ns.config, overrides, ns.cores, logger_args(ns.verbose) + ns.snakemake_args),
+                       env=snakemake_env())
     except guard.Interrupted:
         mark_stale(sweep, ns.snakemake_args)
         raise
+    finally:
+        kept = keep_full_log(before, sweep.results_dir)
+        if kept:
+            print(f"full log: {kept}", flush=True)
     if rc != 0:
         mark_stale(sweep, ns.snakemake_args)
+    if rc == 0:
+        print(f"report: {report.write(sweep)}", flush=True)
     if rc == 0 and not mpi.needs_mpi(sweep):
         print(MPI_HINT, flush=True)
     return rc
@@ -79,6 +88,41 @@ def mark_stale(sweep: config.Sweep, snakemake_args: list[str]) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
+# Our logger plugin (the rich plugin plus steps done of total and time left) lives here.
+PLUGINS = REPO / "analysis" / "snakemake_plugins"
+
+
+def logger_args(verbose: bool) -> list[str]:
+    """The logger plugin draws a live progress panel on a terminal and prints only the job
+    table, failures (with their log) and the end without one (CI); --verbose keeps Snakemake's
+    own record of every job. Snakemake writes its full log to .snakemake/log/ either way."""
+    return [] if verbose else ["--logger", "harness"]
+
+
+def snakemake_env() -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{PLUGINS}{os.pathsep}{path}" if path else str(PLUGINS)}
+
+
+SNAKEMAKE_LOGS = REPO / ".snakemake" / "log"
+
+
+def snakemake_logs() -> set[Path]:
+    return set(SNAKEMAKE_LOGS.glob("*.snakemake.log"))
+
+
+def keep_full_log(before: set[Path], results_dir: Path) -> Path | None:
+    """Copy the log Snakemake wrote for this run (the newest one that was not there before)
+    to results/logs/snakemake.log, beside the jobs' own logs."""
+    new = sorted(snakemake_logs() - before, key=lambda p: p.stat().st_mtime)
+    if not new:
+        return None
+    dest = results_dir / "logs" / "snakemake.log"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(new[-1], dest)
+    return dest
+
+
 def say_perf_plan(sweep: config.Sweep) -> None:
     """What the perf part will measure here, and one line per part it skips (said here, so
     the workflow does not repeat them)."""
@@ -90,6 +134,12 @@ def say_perf_plan(sweep: config.Sweep) -> None:
     for line in p.status.messages:
         print(line, flush=True)
     os.environ["SVE_HARNESS_PERF_SKIP_SAID"] = "1"
+
+
+def cmd_report(ns: argparse.Namespace) -> int:
+    """results/report.html from what the last sweep of this configuration left in its results."""
+    print(f"report: {report.write(config.load(ns.config, config.parse_overrides(ns.set)))}")
+    return 0
 
 
 def cmd_validate(ns: argparse.Namespace) -> int:
@@ -200,8 +250,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--config", default="configs/default.yaml")
     s.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override results_dir/build_dir")
+    s.add_argument("--verbose", action="store_true", help="Snakemake's record of every job instead of the progress display")
     s.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="after --: passed to snakemake")
     s.set_defaults(func=cmd_sweep)
+    rp = sub.add_parser("report", help="write results/report.html (figures, summary, provenance, explained cells)")
+    rp.add_argument("--config", default="configs/default.yaml")
+    rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    rp.set_defaults(func=cmd_report)
     v = sub.add_parser("validate", help="check a sweep configuration and the toolchain, run nothing")
     v.add_argument("--config", default="configs/default.yaml")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")

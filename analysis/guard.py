@@ -22,7 +22,7 @@ from analysis.config import REPO
 LOCK_DIR = REPO / ".snakemake" / "locks"
 # Derived outputs of a sweep (tables, figures, summaries); raw counts, logs and golden files stay.
 DERIVED = ["counts.csv", "provenance.csv", "summary.md", "perf.csv", "perf_summary.md", "drift.csv", "drift.png",
-           "figures", "explain"]
+           "figures", "explain", "report.html"]
 STALE_DIR = "stale"
 
 

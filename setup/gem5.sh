@@ -24,11 +24,13 @@ UPSTREAM="https://github.com/gem5/gem5.git"
 NEED_GIB=${GEM5_NEED_GIB:-6}
 
 die() { echo "$ME: $*" >&2; exit 1; }
+# Bad input (version, disk, source tree): exit 2 before anything under the cache is created.
+bad() { echo "$ME: $*" >&2; exit 2; }
 say() { echo "$ME: $*" >&2; }
 
 VERSION="${GEM5_VERSION:-$PINNED_VERSION}"
 [[ "$VERSION" == "$PINNED_VERSION" ]] \
-    || die "unknown gem5 version '$VERSION'; this harness pins $PINNED_VERSION (unset GEM5_VERSION)"
+    || bad "unknown gem5 version '$VERSION'; this harness pins $PINNED_VERSION (unset GEM5_VERSION)"
 
 CACHE="${HARNESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sve-harness}"
 DIR="$CACHE/gem5-$VERSION"
@@ -38,7 +40,7 @@ STAMP="$DIR/installed"
 LOG="$DIR/build.log"
 
 if [[ "${1:-}" == --path ]]; then echo "$BIN"; exit 0; fi
-[[ $# -eq 0 ]] || die "unknown option '$1'; usage: $ME [--path]"
+[[ $# -eq 0 ]] || bad "unknown option '$1'; usage: $ME [--path]"
 
 # A second call does nothing: the stamp names the commit and the binary's checksum.
 if [[ -x "$BIN" && -f "$STAMP" ]] && grep -qx "commit=$PINNED_COMMIT" "$STAMP" \
@@ -51,25 +53,32 @@ for tool in scons g++ m4 python3-config; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found; fix: setup/install.sh --with-gem5 (installs gem5's build dependencies)"
 done
 
-mkdir -p "$DIR" || die "cannot create $DIR; set HARNESS_CACHE to a writable directory"
-free_kib=$(df -Pk "$DIR" | awk 'NR == 2 { print $4 }')
+# The disk is measured where the cache will be (its nearest existing parent: nothing is
+# created before every check passed).
+probe="$DIR"
+while [[ ! -d "$probe" ]]; do probe=$(dirname "$probe"); done
+free_kib=$(df -Pk "$probe" | awk 'NR == 2 { print $4 }')
 if (( free_kib < NEED_GIB * 1024 * 1024 )); then
-    die "not enough disk at $DIR: $((free_kib / 1024 / 1024)) GiB free, the gem5 build needs $NEED_GIB GiB; free space or set HARNESS_CACHE"
+    bad "not enough disk at $probe: $((free_kib / 1024 / 1024)) GiB free, the gem5 build needs $NEED_GIB GiB; free space or set HARNESS_CACHE"
 fi
 
-# The source: checked against the pinned release before anything is built.
+# A given source is checked against the pinned release before anything is copied or built.
+if [[ ! -f "$SRC/SConstruct" && -n "${GEM5_SRC:-}" ]]; then
+    [[ -f "$GEM5_SRC/SConstruct" ]] || bad "GEM5_SRC=$GEM5_SRC is not a gem5 source tree (no SConstruct)"
+    if [[ -d "$GEM5_SRC/.git" ]] && git -C "$GEM5_SRC" rev-parse HEAD >/dev/null 2>&1; then
+        have=$(git -C "$GEM5_SRC" rev-parse HEAD)
+        [[ "$have" == "$PINNED_COMMIT" ]] \
+            || bad "GEM5_SRC=$GEM5_SRC is at commit $have, not $VERSION ($PINNED_COMMIT); check out $VERSION"
+    else
+        grep -q "\"${VERSION#v}\"" "$GEM5_SRC/src/base/version.cc" 2>/dev/null \
+            || bad "GEM5_SRC=$GEM5_SRC is not gem5 $VERSION (src/base/version.cc says otherwise)"
+    fi
+fi
+
+mkdir -p "$DIR" || die "cannot create $DIR; set HARNESS_CACHE to a writable directory"
 if [[ ! -f "$SRC/SConstruct" ]]; then
     rm -rf "$SRC"
     if [[ -n "${GEM5_SRC:-}" ]]; then
-        [[ -f "$GEM5_SRC/SConstruct" ]] || die "GEM5_SRC=$GEM5_SRC is not a gem5 source tree (no SConstruct)"
-        if git -C "$GEM5_SRC" rev-parse HEAD >/dev/null 2>&1 && [[ -d "$GEM5_SRC/.git" ]]; then
-            have=$(git -C "$GEM5_SRC" rev-parse HEAD)
-            [[ "$have" == "$PINNED_COMMIT" ]] \
-                || die "GEM5_SRC=$GEM5_SRC is at commit $have, not $VERSION ($PINNED_COMMIT); check out $VERSION"
-        else
-            grep -q "\"${VERSION#v}\"" "$GEM5_SRC/src/base/version.cc" 2>/dev/null \
-                || die "GEM5_SRC=$GEM5_SRC is not gem5 $VERSION (src/base/version.cc says otherwise)"
-        fi
         say "copying the gem5 source from $GEM5_SRC"
         cp -a "$GEM5_SRC/." "$SRC/" || die "copying $GEM5_SRC to $SRC failed"
     else

@@ -5,6 +5,8 @@
 #   setup/install.sh --check         preflight: list what is missing, install nothing;
 #                                    exit 0 if all present, else 1
 #   setup/install.sh --with-clang    also the clang cross toolchain (clang-14)
+#   setup/install.sh --with-chromium also Debian's chromium, which the tests use headless to
+#                                    load results/report.html (./harness test asks for it)
 #   setup/install.sh --with-mpi      also Debian's arm64 Open MPI (libopenmpi-dev:arm64,
 #                                    multiarch) for the MPI figures (configs/mpi.yaml)
 #   setup/install.sh --with-gem5     also gem5's Debian build dependencies, then build the pinned
@@ -58,6 +60,7 @@ MIN_PY="3.11"
 APT_BASE=(gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
           qemu-user gcc libc6-dev make python3 python3-venv git)
 APT_CLANG=(clang-14)
+APT_CHROMIUM=(chromium)
 # perf, for the native measurements: Debian's package. Elsewhere perf is optional: the
 # workflow says in one line that it skipped the measurements and why.
 if grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then APT_BASE+=(linux-perf); fi
@@ -79,6 +82,7 @@ CMDS_BASE=(aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu
            aarch64-linux-gnu-objdump:binutils-aarch64-linux-gnu
            qemu-aarch64:qemu-user gcc:gcc make:make git:git)
 CMDS_CLANG=(clang-14:clang-14)
+CMDS_CHROMIUM=(chromium:chromium)
 
 die() { echo "$ME: $*" >&2; exit 1; }
 say() { echo "$ME: $*" >&2; }
@@ -232,7 +236,9 @@ apt_install() {
     for p in "${HOST_TOOLCHAIN[@]}" "${HOST_TOOLCHAIN_IF_PRESENT[@]}"; do
         printf '%s\n' "$@" | grep -qxF "$p" && continue
         if dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii'; then
-            v="$(dpkg-query -W -f='${Version}' "$p")"
+            # One line per installed architecture (libc6-dev:arm64 after --with-mpi); Multi-Arch:
+            # same packages share one version. (Not `| head -n 1`: SIGPIPE under pipefail.)
+            v="$(dpkg-query -W -f='${Version}\n' "$p")"; v="${v%%$'\n'*}"
             tool+=("$p=$v")
         elif printf '%s\n' "${HOST_TOOLCHAIN[@]}" | grep -qxF "$p"; then
             tool+=("$p")
@@ -365,6 +371,7 @@ setup_venv() {
 
 MODE=install
 WITH_CLANG=0
+WITH_CHROMIUM=0
 VENV_ONLY=0
 WITH_MPI=0
 WITH_GEM5=0
@@ -374,12 +381,13 @@ while [[ $# -gt 0 ]]; do
     case "$1" in
         --check) MODE=check ;;
         --with-clang) WITH_CLANG=1 ;;
+        --with-chromium) WITH_CHROMIUM=1 ;;
         --with-mpi) WITH_MPI=1 ;;
         --with-gem5) WITH_GEM5=1 ;;
         --force) FORCE=1 ;;
         --check-simulation) MODE=simcheck; SIMFILE="${2:-}"; shift || true ;;
         --venv-only) VENV_ONLY=1 ;;
-        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option '$1'; see $ME --help" ;;
     esac
     shift
@@ -394,6 +402,7 @@ fi
 APT_PKGS=("${APT_BASE[@]}")
 CMDS=("${CMDS_BASE[@]}")
 if [[ $WITH_CLANG -eq 1 ]]; then APT_PKGS+=("${APT_CLANG[@]}"); CMDS+=("${CMDS_CLANG[@]}"); fi
+if [[ $WITH_CHROMIUM -eq 1 ]]; then APT_PKGS+=("${APT_CHROMIUM[@]}"); CMDS+=("${CMDS_CHROMIUM[@]}"); fi
 if [[ $VENV_ONLY -eq 1 ]]; then APT_PKGS=(); CMDS=(); fi
 if [[ $WITH_MPI -eq 1 ]]; then APT_PKGS+=("${APT_MPI[@]}"); fi
 if [[ $WITH_GEM5 -eq 1 ]]; then APT_PKGS+=("${APT_GEM5[@]}"); fi
@@ -416,16 +425,16 @@ if [[ $MODE == check ]]; then
     else
         while read -r m; do [[ -n "$m" ]] && problems+=("venv pin: $m (fix: $ME)"); done < <(venv_pin_mismatches || true)
     fi
+    if [[ $WITH_GEM5 -eq 1 ]] && [[ ! -x "$("$ROOT/setup/gem5.sh" --path)" ]]; then
+        problems+=("gem5 not built at $("$ROOT/setup/gem5.sh" --path) (fix: $ME --with-gem5)")
+    fi
     if [[ ${#problems[@]} -eq 0 ]]; then
         echo "$ME --check: all present (python $py, ${#APT_PKGS[@]} apt packages, .venv matches requirements.txt)"
         exit 0
     fi
     echo "$ME --check: ${#problems[@]} missing:"
     printf '  - %s\n' "${problems[@]}"
-    if [[ $WITH_GEM5 -eq 1 ]] && [[ ! -x "$("$ROOT/setup/gem5.sh" --path)" ]]; then
-        problems+=("gem5 not built at $("$ROOT/setup/gem5.sh" --path) (fix: $ME --with-gem5)")
-    fi
-    fixcmd="$ME"; [[ $WITH_CLANG -eq 1 ]] && fixcmd+=" --with-clang"; [[ $WITH_MPI -eq 1 ]] && fixcmd+=" --with-mpi"
+    fixcmd="$ME"; [[ $WITH_CLANG -eq 1 ]] && fixcmd+=" --with-clang"; [[ $WITH_CHROMIUM -eq 1 ]] && fixcmd+=" --with-chromium"; [[ $WITH_MPI -eq 1 ]] && fixcmd+=" --with-mpi"
     [[ $WITH_GEM5 -eq 1 ]] && fixcmd+=" --with-gem5"
     echo "fix: run $fixcmd (as root, or as a user with sudo)"
     exit 1
@@ -468,7 +477,7 @@ setup_venv "$PY"
 
 grep -qxF "$KEY" "$STAMP" 2>/dev/null || echo "$KEY" >>"$STAMP"
 # A set with extras contains the base set: a later run without them is a no-op too.
-if [[ $WITH_CLANG -eq 1 || $WITH_MPI -eq 1 || $WITH_GEM5 -eq 1 ]]; then
+if [[ $WITH_CLANG -eq 1 || $WITH_CHROMIUM -eq 1 || $WITH_MPI -eq 1 || $WITH_GEM5 -eq 1 ]]; then
     BASE_KEY="$(stamp_key "${APT_BASE[@]}")"
     grep -qxF "$BASE_KEY" "$STAMP" || echo "$BASE_KEY" >>"$STAMP"
 fi

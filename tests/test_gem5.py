@@ -1,6 +1,7 @@
 """gem5 cycle backend: the stats parser on trimmed real stats.txt blocks (tests/fixtures/gem5/,
 each with its provenance), the one-line skip without gem5, and, where gem5 is found (GEM5),
-a real run whose committed ROI instructions match QEMU's count."""
+a real run whose committed ROI instructions match QEMU's count (GEM5 or the gem5 that
+`./harness setup --with-gem5` built)."""
 from __future__ import annotations
 
 import json
@@ -11,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from analysis.backends import RunError, gem5
+from analysis import config
 from analysis.config import Run
 from conftest import PY, REPO, run_cell
 
 FIXTURES = REPO / "tests" / "fixtures" / "gem5"
-GEM5 = os.environ.get("GEM5")
-needs_gem5 = pytest.mark.skipif(not GEM5 or not Path(GEM5).is_file(),
-                                reason="gem5 not found: set GEM5=/path/to/build/ARM/gem5.fast to run the cycle tests")
+_found = gem5.find_gem5(config.load(REPO / "configs" / "default.yaml"))
+GEM5 = str(_found) if _found else None
+needs_gem5 = pytest.mark.skipif(GEM5 is None, reason=f"gem5 not found: {gem5.ENABLE}, to run the cycle tests")
 
 
 def fixtures() -> list[Path]:
@@ -67,7 +69,8 @@ def test_absent_miss_count_is_zero_only_beside_its_access_count() -> None:
 
 
 def test_without_gem5_the_cycle_sweep_is_skipped_in_one_line(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "GEM5"}
+    # An empty cache: the gem5 that `setup --with-gem5` may have built is not there.
+    env = {**{k: v for k, v in os.environ.items() if k != "GEM5"}, "HARNESS_CACHE": str(tmp_path / "cache")}
     proc = subprocess.run([PY, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO),
                            "--cores", "1", "--config", "sweep=configs/default.yaml", f"results_dir={tmp_path / 'r'}",
                            f"build_dir={tmp_path / 'b'}"], capture_output=True, text=True, env=env, cwd=REPO)

@@ -228,3 +228,35 @@ def test_with_mpi_enables_arm64_then_simulates_and_refuses(shims, tmp_path):
 def test_check_with_mpi_passes_after_installation():
     proc = subprocess.run(["bash", str(INSTALL), "--check", "--with-mpi"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+MULTIARCH_DPKG_QUERY = r"""#!/bin/bash
+# libc6-dev installed for amd64 and arm64 (after --with-mpi): dpkg-query prints the format
+# once per instance, without a separator; everything else is not installed.
+echo "dpkg-query $*" >> "$SHIM_LOG"
+printf '%s\n' "$@" | grep -qx libc6-dev || exit 1
+case "$*" in
+  *'${db:Status-Abbrev}'*'${Package}'*) printf 'ii  libc6-dev amd64\nii  libc6-dev arm64\n' ;;
+  *'${db:Status-Abbrev}'*) printf 'ii ii ' ;;
+  *'${Version}\n'*) printf '2.36-9+deb12u14\n2.36-9+deb12u14\n' ;;
+  *'${Version}'*) printf '2.36-9+deb12u142.36-9+deb12u14' ;;
+esac
+"""
+
+
+def test_toolchain_installed_in_two_architectures_is_named_at_one_version(shims, tmp_path):
+    """With libc6-dev:amd64 and libc6-dev:arm64 installed (as --with-mpi leaves them), the
+    named host toolchain said libc6-dev=<version><version> and apt refused every install."""
+    _write_exe(tmp_path / "bin" / "dpkg-query", MULTIARCH_DPKG_QUERY)
+    proc, calls = shims("--force", sim_files=["sim-clean.txt"])
+    sim_call = next((c for c in calls if c.startswith("apt-get install -s")), proc.stderr)
+    assert " libc6-dev=2.36-9+deb12u14 " in f"{sim_call} ", sim_call
+
+
+def test_with_chromium_installs_it_through_the_guard(shims):
+    """`./harness test` asks for chromium (the report test loads the page in it): the same
+    simulated, no-removal install as every other package."""
+    proc, calls = shims("--force", "--with-chromium", sim_files=["sim-remv-gcc-multilib.txt"])
+    sim_call = next(c for c in calls if c.startswith("apt-get install -s"))
+    assert " chromium " in f"{sim_call} "
+    assert _real_installs(calls) == [] and proc.returncode != 0

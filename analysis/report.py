@@ -1,0 +1,167 @@
+"""results/report.html: a sweep's results on one page, written by `./harness report` and at
+the end of every sweep.
+
+The page holds every figure of the sweep with its caption, results/summary.md (the verdict
+table and the reasons), results/perf_summary.md where perf measured, the provenance table,
+every explained cell of the summary, and links to the tables and logs beside it. Figures are
+embedded (data: URIs) so the page can be mailed on its own; the links to the tables are
+relative, so they resolve while the page sits in its results directory.
+
+Why not Snakemake's own --report: that is a JavaScript application that shows one output at a
+time, needs the metadata of the Snakemake run that made each file, renders Markdown (the
+summary, the explained cells) as plain text, and gives all figures of one rule the same
+caption file. A static page built from the files themselves fits better, and a browser can
+check it as it is (tests/test_report.py).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+from markdown_it import MarkdownIt
+
+from analysis import config
+
+NAME = "report.html"
+# summary.md links each explained cell as explain/<slug>.md: on the page it is a section.
+EXPLAIN_LINK = re.compile(r'href="explain/([^"/]+)\.md"')
+
+TEMPLATE = jinja2.Template("""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{{ title }}</title>
+<style>
+body { font-family: sans-serif; max-width: 75em; margin: 1em auto; padding: 0 1em; line-height: 1.4; }
+table { border-collapse: collapse; font-size: 90%; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
+figure { margin: 2em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: 95%; color: #333; }
+pre, code { font-size: 90%; } pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; }
+.wide { overflow-x: auto; } .wide td { white-space: nowrap; }
+nav a { margin-right: 1em; }
+</style>
+</head>
+<body>
+<h1>{{ title }}</h1>
+<p>Sweep <code>{{ sweep_path }}</code>; results in <code>{{ results_dir }}</code>.</p>
+<nav>{% for anchor, text in sections %}<a href="#{{ anchor }}">{{ text }}</a>{% endfor %}</nav>
+<h2 id="files">Files</h2>
+<ul>{% for href, text in files %}<li><a href="{{ href }}">{{ href }}</a>: {{ text }}</li>{% endfor %}</ul>
+<div id="summary">
+{{ summary }}
+</div>
+<h2 id="figures">Figures</h2>
+{% for f in figures %}<figure id="figure-{{ f.name }}">
+<img src="data:image/png;base64,{{ f.png }}" alt="{{ f.name }}">
+<figcaption><b>{{ f.name }}</b>: {{ f.caption }}</figcaption>
+</figure>
+{% else %}<p>No figures.</p>{% endfor %}
+{% if perf_summary %}<div id="perf">
+{{ perf_summary }}
+</div>{% endif %}
+<h2 id="provenance">Provenance (provenance.csv)</h2>
+<div class="wide">{{ provenance }}</div>
+{% if explained %}<h2 id="explained">Explained cells</h2>
+{% for slug, body in explained %}<section id="explain-{{ slug }}">
+{{ body }}
+</section>{% endfor %}{% endif %}
+</body>
+</html>
+""", autoescape=False)
+
+
+def markdown(text: str) -> str:
+    """Markdown as the harness writes it (pipe tables, code, links) to HTML."""
+    return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+
+
+def caption(fig: dict[str, Any], ratio: bool) -> str:
+    """What a figure shows, from its declaration in the sweep file."""
+    what = ", ".join(" ".join(str(v) for v in sel.values()) for sel in fig["series"])
+    if fig.get("kind"):  # perf figures (time, bandwidth)
+        return f"{fig['title']}. Native runs under perf ({fig['kind']} per call) of {what}; host baselines dashed."
+    from analysis.plot import METRIC
+
+    metric = fig.get("ylabel") or fig.get("metric", METRIC)
+    if ratio:
+        b = fig["baseline"]
+        return (f"{fig['title']}: ratio {b.get('variant', b['kernel'])} / each variant of {metric} per VL "
+                f"(above 1: the variant needs less than the baseline).")
+    return f"{fig['title']}. {metric} per VL, one line per variant of {what} (VLA build; VLS builds as points)."
+
+
+def figure_entries(sweep: config.Sweep, fig_dir: Path) -> list[dict[str, str]]:
+    """Every declared figure the sweep drew (the cycle figures only where gem5 ran), in order."""
+    declared = [(f, False) for f in sweep.figures] + [(f, False) for f in sweep.raw.get("perf", {}).get("figures", [])]
+    out = []
+    for f, _ in declared:
+        for name, ratio in ((f["name"], False), (f"{f['name']}_ratio", True)):
+            png = fig_dir / f"{name}.png"
+            if ratio and "baseline" not in f or not png.exists():
+                continue
+            out.append({"name": name, "title": f["title"], "caption": html.escape(caption(f, ratio)),
+                        "png": base64.b64encode(png.read_bytes()).decode()})
+    return out
+
+
+def build(sweep: config.Sweep) -> str:
+    res = sweep.results_dir
+    summary_md = res / "summary.md"
+    if not summary_md.exists() and not (res / "perf_summary.md").exists():
+        raise config.ConfigError(f"no results in {res} (no summary.md): run ./harness sweep --config {sweep.path} first")
+    summary = EXPLAIN_LINK.sub(r'href="#explain-\1"', markdown(summary_md.read_text())) if summary_md.exists() else ""
+    slugs = EXPLAIN_LINK.findall(markdown(summary_md.read_text())) if summary_md.exists() else []
+    explained = [(s, markdown((res / "explain" / f"{s}.md").read_text())) for s in slugs
+                 if (res / "explain" / f"{s}.md").exists()]
+    perf_md = res / "perf_summary.md"
+    prov = res / "provenance.csv"
+    provenance = (pd.read_csv(prov, keep_default_na=False).to_html(index=False, border=0, escape=True)
+                  if prov.exists() else "<p>No provenance table.</p>")
+    files = [(name, text) for name, text in (
+        ("counts.csv", "every count, one value per row"), ("provenance.csv", "one row per run"),
+        ("summary.md", "this page's summary as Markdown"), ("perf.csv", "native measurements"),
+        ("perf_summary.md", "native measurements, summary"), ("logs/snakemake.log", "Snakemake's full log of the last sweep"),
+    ) if (res / name).exists()]
+    sections = [("files", "Files"), ("summary", "Summary"), ("figures", "Figures")]
+    sections += [("perf", "perf")] if perf_md.exists() else []
+    sections += [("provenance", "Provenance")] + ([("explained", "Explained cells")] if explained else [])
+    return TEMPLATE.render(
+        title=f"SVE kernel evaluation: {Path(str(sweep.path)).name}", sweep_path=html.escape(str(sweep.path)),
+        results_dir=html.escape(str(res)), sections=sections, files=files,
+        figures=figure_entries(sweep, res / "figures"), summary=summary,
+        perf_summary=markdown(perf_md.read_text()) if perf_md.exists() else "", provenance=provenance,
+        explained=explained,
+    )
+
+
+def write(sweep: config.Sweep) -> Path:
+    """Write results/report.html atomically (a reader never sees half a page)."""
+    out = sweep.results_dir / NAME
+    tmp = out.with_suffix(".html.tmp")
+    tmp.write_text(build(sweep))
+    tmp.replace(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    config.add_sweep_args(p)
+    ns = p.parse_args(argv)
+    try:
+        print(f"report: {write(config.load_from_args(ns))}")
+    except config.ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""gem5 in one command: setup/gem5.sh's bad inputs (exit 2, one line, nothing created under
+the cache), a failed build naming its log, a second call doing nothing, and the order in
+which every sweep finds gem5 (GEM5, gem5.binary, the built cache). Every case runs against
+its own HARNESS_CACHE; build tools are stubs, so none of this builds gem5."""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis import config
+from analysis.backends import gem5
+from conftest import REPO
+
+GEM5_SH = REPO / "setup" / "gem5.sh"
+VERSION = "v24.0.0.1"
+COMMIT = "b1a44b89c7bae73fae2dc547bc1f871452075b85"
+
+
+def _exe(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """An empty cache and stub build tools (scons fails like a broken SConstruct would)."""
+    tools = tmp_path / "tools"
+    for name in ("g++", "m4", "python3-config"):
+        _exe(tools / name, "#!/bin/sh\nexit 0\n")
+    _exe(tools / "scons", "#!/bin/sh\necho \"scons: *** SConstruct: deliberate failure\" >&2\nexit 2\n")
+    (tmp_path / "cache").mkdir()
+    base = {k: v for k, v in os.environ.items() if k not in ("GEM5", "GEM5_SRC", "GEM5_VERSION", "GEM5_NEED_GIB")}
+    return {**base, "HARNESS_CACHE": str(tmp_path / "cache"), "PATH": f"{tools}:{os.environ['PATH']}"}
+
+
+def run(env: dict[str, str], *args: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(GEM5_SH), *args], capture_output=True, text=True, env={**env, **extra}, timeout=60)
+
+
+def plain_source(root: Path, version: str = VERSION[1:]) -> Path:
+    """A gem5-shaped tree (not a git checkout) that says the pinned version."""
+    (root / "src" / "base").mkdir(parents=True)
+    (root / "SConstruct").write_text("Exit(1)\n")
+    (root / "src" / "base" / "version.cc").write_text(f'const char *gem5Version = "{version}";\n')
+    return root
+
+
+def test_path_is_under_the_cache(env: dict[str, str]) -> None:
+    proc = run(env, "--path")
+    assert proc.returncode == 0
+    assert proc.stdout == f"{env['HARNESS_CACHE']}/gem5-{VERSION}/src/build/ARMNR/gem5.fast\n"
+
+
+@pytest.mark.parametrize("case", ["unknown version", "not enough disk", "source at another commit", "not gem5"])
+def test_bad_input_exits_2_in_one_line_creating_nothing(env: dict[str, str], tmp_path: Path, case: str) -> None:
+    extra: dict[str, str] = {}
+    if case == "unknown version":
+        extra, expect = {"GEM5_VERSION": "v23.1.0.0"}, f"unknown gem5 version 'v23.1.0.0'; this harness pins {VERSION}"
+    elif case == "not enough disk":
+        extra, expect = {"GEM5_NEED_GIB": "1000000"}, "the gem5 build needs 1000000 GiB; free space or set HARNESS_CACHE"
+    elif case == "source at another commit":
+        src = plain_source(tmp_path / "src")
+        git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run(["git", "init", "-q", str(src)], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", "other"], check=True)
+        have = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        extra, expect = {"GEM5_SRC": str(src)}, f"is at commit {have}, not {VERSION} ({COMMIT}); check out {VERSION}"
+    else:
+        src = plain_source(tmp_path / "src", version="23.1.0.0")
+        extra, expect = {"GEM5_SRC": str(src)}, f"is not gem5 {VERSION}"
+    proc = run(env, **extra)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("setup/gem5.sh: ") and expect in lines[0], proc.stderr
+    assert list(Path(env["HARNESS_CACHE"]).iterdir()) == []
+
+
+def test_failed_build_names_its_log_in_one_line(env: dict[str, str], tmp_path: Path) -> None:
+    src = plain_source(tmp_path / "src")
+    proc = run(env, GEM5_SRC=str(src))
+    log = Path(env["HARNESS_CACHE"]) / f"gem5-{VERSION}" / "build.log"
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == f"setup/gem5.sh: the gem5 build failed; see {log}"
+    assert "deliberate failure" in log.read_text()
+    assert not (log.parent / "installed").exists()
+
+
+def test_second_call_does_nothing_when_the_stamp_matches(env: dict[str, str]) -> None:
+    binary = Path(run(env, "--path").stdout.strip())
+    _exe(binary, "#!/bin/sh\nexit 0\n")
+    sha = hashlib.sha256(binary.read_bytes()).hexdigest()
+    stamp = binary.parents[3] / "installed"
+    stamp.write_text(f"version={VERSION}\ncommit={COMMIT}\nsha256={sha}\n")
+    before = sorted(p.relative_to(binary.parents[3]) for p in binary.parents[3].rglob("*"))
+    # No build tool is reachable: a second call must not need one.
+    proc = run(env, PATH="/usr/bin:/bin", GEM5_SRC="/nonexistent")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == f"setup/gem5.sh: gem5 {VERSION} is built: {binary}\n"
+    assert sorted(p.relative_to(binary.parents[3]) for p in binary.parents[3].rglob("*")) == before
+    # A binary that no longer matches its stamp is rebuilt (here: the stub scons fails).
+    binary.write_text("#!/bin/sh\nexit 1\n")
+    assert run(env, GEM5_SRC="/nonexistent").returncode != 0
+
+
+def test_sweeps_find_gem5_in_order_env_config_cache(env: dict[str, str], tmp_path: Path, monkeypatch) -> None:
+    for k in ("GEM5", "HARNESS_CACHE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HARNESS_CACHE", env["HARNESS_CACHE"])
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    assert sweep.raw["gem5"]["binary"] is None
+    cached = Path(run(env, "--path").stdout.strip())
+    assert gem5.cached_gem5() == cached
+    assert gem5.find_gem5(sweep) is None
+    assert f"gem5 is not built at {cached}" in gem5.skipped_message(sweep)
+    assert "./harness setup --with-gem5" in gem5.skipped_message(sweep)
+    _exe(cached, "#!/bin/sh\n")
+    assert gem5.find_gem5(sweep) == cached
+    configured = _exe(tmp_path / "configured" / "gem5.fast", "#!/bin/sh\n")
+    sweep.raw["gem5"]["binary"] = str(configured)
+    assert gem5.find_gem5(sweep) == configured
+    from_env = _exe(tmp_path / "env" / "gem5.fast", "#!/bin/sh\n")
+    monkeypatch.setenv("GEM5", str(from_env))
+    assert gem5.find_gem5(sweep) == from_env
+    # A named binary that is missing is reported, not silently replaced by the cached one.
+    monkeypatch.setenv("GEM5", str(tmp_path / "missing"))
+    assert gem5.find_gem5(sweep) is None
+    assert "missing is not an executable file" in gem5.skipped_message(sweep)
+    monkeypatch.setenv("GEM5", "none")
+    assert gem5.find_gem5(sweep) is None
+    assert gem5.skipped_message(sweep) == "gem5: cycle sweep skipped (GEM5=none)"
+
+
+def test_check_with_gem5_names_the_missing_build(env: dict[str, str]) -> None:
+    """`setup --check --with-gem5` lists an unbuilt gem5 among what is missing (it used to be
+    appended after the list was printed, so the check passed without gem5)."""
+    proc = subprocess.run([str(REPO / "setup" / "install.sh"), "--check", "--with-gem5"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    cached = run(env, "--path").stdout.strip()
+    assert proc.returncode == 1
+    assert f"  - gem5 not built at {cached} (fix: setup/install.sh --with-gem5)" in proc.stdout.splitlines()

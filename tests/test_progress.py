@@ -1,0 +1,77 @@
+"""The sweep's output: a live progress panel on a terminal (the rich logger plugin), plain
+lines without one, Snakemake's own record of every job with --verbose, and Snakemake's full
+log under results/logs/ in every case."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import PY, REPO
+
+TINY = REPO / "configs" / "tiny.yaml"
+
+
+def sweep(work: Path, results: Path, *extra: str) -> list[str]:
+    return [PY, "-m", "analysis.cli", "sweep", "--config", str(TINY), "--cores", "2",
+            "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}", *extra]
+
+
+@pytest.fixture(scope="module")
+def on_terminal(work: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, int]:
+    """The tiny sweep under a real terminal (script's pty): results dir, what the terminal got, exit code."""
+    if shutil.which("script") is None:
+        pytest.skip("script (util-linux) not found")
+    tmp = tmp_path_factory.mktemp("tty")
+    results = tmp / "r"
+    proc = subprocess.run(["script", "-qec", " ".join(sweep(work, results)), str(tmp / "typescript")], cwd=REPO,
+                          capture_output=True, text=True,
+                          env={"TERM": "xterm-256color", "COLUMNS": "100", "LINES": "40", "PATH": "/usr/bin:/bin"})
+    return results, (tmp / "typescript").read_text(errors="replace"), proc.returncode
+
+
+def test_terminal_shows_the_progress_panel_not_the_job_record(on_terminal: tuple[Path, str, int]) -> None:
+    results, screen, rc = on_terminal
+    assert rc == 0, screen[-3000:]
+    assert "\x1b[" in screen  # drawn for a terminal, not as plain text
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
+    assert "Workflow Progress" in text
+    # Steps done of total, percent, elapsed and estimated time left, on the total's line.
+    assert re.search(r"Total Progress\s+\S+\s+\d+/\d+\s+\d+%\s+\d:\d\d:\d\d\s+(\d:\d\d:\d\d|-:--:--)", text), text[-3000:]
+    for record in ("Select jobs to execute", "rule count_qemu:", "jobid:"):
+        assert record not in screen
+    assert "steps (100%) done" in (results / "logs" / "snakemake.log").read_text()
+
+
+def test_verbose_restores_snakemakes_record(work: Path, on_terminal: tuple[Path, str, int]) -> None:
+    """A re-run with nothing to do: --verbose prints Snakemake's own lines, the default does not."""
+    results = on_terminal[0]
+    quiet = subprocess.run(sweep(work, results), cwd=REPO, capture_output=True, text=True)
+    loud = subprocess.run(sweep(work, results, "--verbose"), cwd=REPO, capture_output=True, text=True)
+    assert quiet.returncode == loud.returncode == 0, quiet.stderr[-2000:] + loud.stderr[-2000:]
+    assert "Building DAG of jobs" not in quiet.stdout + quiet.stderr
+    assert "Building DAG of jobs" in loud.stdout + loud.stderr
+    assert "Nothing to be done" in loud.stdout + loud.stderr
+
+
+def test_a_failed_job_is_one_line_with_its_log_tail(tmp_path: Path) -> None:
+    """The template kernel, broken so that it fails its own verification: one line names the
+    rule, the cell and the log's last line and path; the log itself is not dumped."""
+    from test_own_kernel import own_tree
+
+    root = own_tree(tmp_path)
+    src = root / "my_kernel.c"
+    src.write_text(src.read_text().replace("y[i] = a * x[i];", "y[i] = a * x[i] + 1.0f;", 1))
+    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(root / "sweep.yaml"), "--cores", "2"],
+                          cwd=REPO, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    failed = [ln for ln in out.splitlines() if ln.startswith("✗ ")]
+    log = root / "results" / "logs" / "count" / "qemu" / "gcc" / "vla" / "max" / "scale-acle.log"
+    assert len(failed) == 1, out[-3000:]
+    assert failed[0].startswith("✗ count_qemu (compiler=gcc, build=vla, cpu=max, kernel=scale, variant=acle): error: ")
+    assert "FAIL: y at index 0" in failed[0] and failed[0].endswith(f"(log: {log})")
+    assert "[1/" not in out  # the log's progress lines stay in the log

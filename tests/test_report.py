@@ -1,0 +1,133 @@
+"""results/report.html in a real browser: Debian's chromium, headless, loads the page the tiny
+sweep wrote; a checker script decodes every figure and resolves every link (in-page anchors
+and the files beside the page). A deliberately broken copy proves the checker can fail."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import PY, REPO
+
+TINY = REPO / "configs" / "tiny.yaml"
+CHROMIUM = shutil.which("chromium")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not found: ./harness test installs it "
+                                    "(setup/install.sh --with-chromium)")
+
+# Runs when the page has loaded, synchronously (so that --dump-dom sees its verdict): every
+# image must decode (drawn onto a canvas, which decodes it in full; a broken image throws or
+# stays empty), every link must lead somewhere (an element of the page, or a file that reads).
+CHECKER = """<script>
+window.addEventListener("load", () => {
+  const out = {images: [], links: []};
+  for (const img of document.images) {
+    let ok = img.complete && img.naturalWidth > 0 && img.naturalHeight > 0;
+    if (ok) {
+      try {
+        const c = document.createElement("canvas");
+        c.width = Math.ceil(img.naturalWidth / 4); c.height = Math.ceil(img.naturalHeight / 4);
+        const ctx = c.getContext("2d");
+        ctx.drawImage(img, 0, 0, c.width, c.height);
+        ok = ctx.getImageData(0, 0, c.width, c.height).data.some((v, i) => i % 4 === 3 && v > 0);
+      } catch (e) { ok = false; }
+    }
+    out.images.push([img.alt, ok]);
+  }
+  for (const a of document.querySelectorAll("a[href]")) {
+    const href = a.getAttribute("href");
+    let ok = false;
+    if (href.startsWith("#")) {
+      ok = document.getElementById(decodeURIComponent(href.slice(1))) !== null;
+    } else {
+      try { const x = new XMLHttpRequest(); x.open("GET", a.href, false); x.send(); ok = x.responseText.length > 0; }
+      catch (e) { ok = false; }
+    }
+    out.links.push([href, ok]);
+  }
+  const pre = document.createElement("pre");
+  pre.id = "verdict";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>
+"""
+
+
+def in_browser(page: Path) -> dict[str, list]:
+    """Load a copy of the page with the checker, beside the original (same relative links)."""
+    checked = page.with_name("report-check.html")
+    checked.write_text(page.read_text().replace("</body>", CHECKER + "</body>"))
+    # A profile of its own: a chromium already running on the default profile would take the
+    # page over and this one would exit without rendering it.
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+                               f"--user-data-dir={profile}", "--virtual-time-budget=20000", "--dump-dom",
+                               checked.as_uri()], capture_output=True, text=True, timeout=120)
+    checked.unlink()
+    m = re.search(r'<pre id="verdict">(.*?)</pre>', proc.stdout, re.S)
+    assert m, f"chromium did not run the checker (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+
+
+@pytest.fixture(scope="module")
+def swept(work: Path) -> Path:
+    """The tiny sweep; its end writes report.html."""
+    results = work / "report-results"
+    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(TINY), "--cores", "2",
+                           "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"report: {results / 'report.html'}" in proc.stdout
+    return results
+
+
+def test_report_holds_figures_summary_provenance_and_explained_cells(swept: Path) -> None:
+    page = (swept / "report.html").read_text()
+    assert page.count("<img ") == len(list((swept / "figures").glob("*.png"))) == 2
+    assert "tiny_copy</b>: tiny: contiguous copy of 64 KiB." in page
+    assert "<td>copy_ratio</td>" in page and "<td>pack_flat</td>" in page  # the verdict table
+    assert "<th>binary_sha256</th>" in page  # the provenance table
+    for md in (swept / "explain").glob("*.md"):
+        assert f'href="#explain-{md.stem}"' in page and f'<section id="explain-{md.stem}">' in page
+    assert "explain/" not in re.sub(r'id="explain-|#explain-', "", page)
+
+
+def test_report_command_rewrites_it_and_refuses_an_empty_results_dir(swept: Path, tmp_path: Path) -> None:
+    (swept / "report.html").unlink()
+    ok = subprocess.run([PY, "-m", "analysis.cli", "report", "--config", str(TINY), "--set", f"results_dir={swept}"],
+                        cwd=REPO, capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout == f"report: {swept / 'report.html'}\n"
+    empty = tmp_path / "nothing"
+    bad = subprocess.run([PY, "-m", "analysis.cli", "report", "--config", str(TINY), "--set", f"results_dir={empty}"],
+                         cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode == 2 and not empty.exists()
+    assert bad.stderr == f"error: no results in {empty} (no summary.md): run ./harness sweep --config {TINY} first\n"
+
+
+@needs_chromium
+def test_every_figure_decodes_and_every_link_resolves_in_chromium(swept: Path) -> None:
+    verdict = in_browser(swept / "report.html")
+    assert len(verdict["images"]) == 2 and all(ok for _, ok in verdict["images"]), verdict["images"]
+    links = dict(verdict["links"])
+    assert {"counts.csv", "provenance.csv", "summary.md", "logs/snakemake.log", "#summary"} <= set(links)
+    assert sum(h.startswith("#explain-") for h in links) == len(list((swept / "explain").glob("*.md"))) > 0
+    assert all(links.values()), [h for h, ok in links.items() if not ok]
+
+
+@needs_chromium
+def test_the_browser_check_can_fail(swept: Path, tmp_path: Path) -> None:
+    """A copy with a corrupt figure, a missing file and a dangling anchor: all three are caught."""
+    broken = tmp_path / "report.html"
+    page = (swept / "report.html").read_text()
+    page = page.replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1)
+    page = page.replace('href="counts.csv"', 'href="missing.csv"').replace('href="#summary"', 'href="#nowhere"')
+    broken.write_text(page)
+    verdict = in_browser(broken)
+    assert [ok for _, ok in verdict["images"]] == [False, True]
+    links = dict(verdict["links"])
+    assert links["missing.csv"] is False and links["#nowhere"] is False
