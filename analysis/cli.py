@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis import config, mpi, toolchain
+from analysis import config, mpi, slurm, toolchain
 from analysis.backends import RunError, perf
 
 REPO = config.REPO
@@ -48,13 +48,16 @@ def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra:
 
 def cmd_sweep(ns: argparse.Namespace) -> int:
     overrides = config.parse_overrides(ns.set)
+    # A bad profile, a CHANGE_ME account or a cluster without a usable node stops here.
+    on_slurm = slurm.prepare(ns.slurm, ns.slurm_account, ns.slurm_partition) if ns.slurm is not None else None
     install_mpi_if_asked_for(ns.config, overrides)
     sweep = validate(ns.config, overrides)
     jobs = sweep.jobs()
     runs = sum(len(j.runs) for j in jobs)
     print(f"sweep {ns.config}: {len(jobs)} count jobs, {runs} runs, results in {sweep.results_dir}", flush=True)
     say_perf_plan(sweep)
-    rc = subprocess.call(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args))
+    cmd = snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args)
+    rc = slurm.run(cmd, on_slurm) if on_slurm else subprocess.call(cmd)
     if rc == 0 and not mpi.needs_mpi(sweep):
         print(MPI_HINT, flush=True)
     return rc
@@ -170,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--config", default="configs/default.yaml")
     s.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override results_dir/build_dir")
+    s.add_argument("--slurm", nargs="?", const="", metavar="PROFILE",
+                   help="every job as a Slurm job: the generic profile, or a64fx / a profile directory laid over it")
+    s.add_argument("--slurm-account", metavar="A", help="with --slurm: sbatch --account")
+    s.add_argument("--slurm-partition", metavar="P", help="with --slurm: sbatch --partition")
     s.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="after --: passed to snakemake")
     s.set_defaults(func=cmd_sweep)
     v = sub.add_parser("validate", help="check a sweep configuration and the toolchain, run nothing")
