@@ -226,7 +226,7 @@ def slurm_state(jobid: str) -> tuple[str, str]:
 
 
 REASON_TEXT = {"TimeLimit": "killed at its time limit", "NodeDown": "its node went down",
-               "None": "", "": ""}
+               "NonZeroExitCode": "its command failed (its log is above)", "None": "", "": ""}
 
 
 def failure_line(f: Failure, state: str, reason: str) -> str:
@@ -234,10 +234,11 @@ def failure_line(f: Failure, state: str, reason: str) -> str:
         m = re.search(r"SLURM status is: '(\w+)'", f.message)
         state = m.group(1) if m else "FAILED"
     why = REASON_TEXT.get(reason, reason)
-    if state == "CANCELLED" and not why:
+    if state == "CANCELLED":
+        # Slurm keeps the reason the job last waited for (Resources, Priority): not why it ended.
         why = "cancelled (scancel)"
     if state == "FAILED" and not why:
-        why = "its command failed (log above)"
+        why = REASON_TEXT["NonZeroExitCode"]
     return f"error: {f.rule} {cell_name(f.output)}: Slurm job {f.jobid or '?'} {state}" + (f", {why}" if why else "") + \
         "; rerun the same command to complete only what is missing"
 

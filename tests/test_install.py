@@ -228,3 +228,15 @@ def test_with_mpi_enables_arm64_then_simulates_and_refuses(shims, tmp_path):
 def test_check_with_mpi_passes_after_installation():
     proc = subprocess.run(["bash", str(INSTALL), "--check", "--with-mpi"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_with_slurm_goes_through_the_removal_guard(shims):
+    """--with-slurm installs slurm-wlm and munge in the same guarded command as the toolchain; a
+    simulation that removes packages stops it before any install and before any daemon starts."""
+    proc, calls = shims("--force", "--with-slurm", sim_files=["sim-remv-gcc-multilib.txt"])
+    assert proc.returncode == 1
+    assert "refusing to install" in proc.stderr and "Slurm is up" not in proc.stderr
+    sim_call = next(c for c in calls if c.startswith("apt-get install -s"))
+    for pkg in ("slurm-wlm", "munge", "gcc", "libc6-dev", "binutils"):
+        assert f" {pkg}" in sim_call
+    assert _real_installs(calls) == []

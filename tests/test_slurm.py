@@ -140,6 +140,12 @@ def local_counts(slurm_work: Path) -> bytes:
     return (slurm_work / "local-results" / "counts.csv").read_bytes()
 
 
+@pytest.fixture(scope="module")
+def slurm_run(local_slurm: dict[str, str], slurm_work: Path) -> subprocess.CompletedProcess:
+    """The tiny sweep through the local Slurm; its build tree serves the later tests."""
+    return harness_sweep(slurm_work / "slurm-results", slurm_work / "slurm-build", "--slurm", "local", env=local_slurm)
+
+
 def run_id(log: str) -> str:
     return re.search(r"SLURM run ID: (\S+)", log).group(1)
 
@@ -172,10 +178,22 @@ def blocker(env: dict[str, str]) -> str:
 
 
 @needs_slurm
+def test_local_slurm_is_this_host_and_starts_once(local_slurm: dict[str, str]) -> None:
+    run = Path(local_slurm["SLURM_CONF"]).parent / "run"
+    pids = {d: (run / f"{d}.pid").read_text() for d in ("munged", "slurmctld", "slurmd")}
+    again = subprocess.run([str(REPO / "setup" / "slurm.sh"), "start"], capture_output=True, text=True)
+    assert again.returncode == 0 and again.stderr.startswith("setup/slurm.sh: Slurm is up: harness* 1 node(s)")
+    assert pids == {d: (run / f"{d}.pid").read_text() for d in pids}
+    cpus = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%c"], env=local_slurm, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert int(cpus) == os.cpu_count()
+
+
+@needs_slurm
 def test_tiny_sweep_through_slurm_equals_the_local_run(local_slurm: dict[str, str], slurm_work: Path,
-                                                        local_counts: bytes) -> None:
+                                                        local_counts: bytes, slurm_run: subprocess.CompletedProcess) -> None:
     results, build = slurm_work / "slurm-results", slurm_work / "slurm-build"
-    proc = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
+    proc = slurm_run
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (results / "counts.csv").read_bytes() == local_counts
     # Every job of the workflow was a Slurm job, the count jobs among them, named by their rule.
@@ -194,8 +212,9 @@ def test_tiny_sweep_through_slurm_equals_the_local_run(local_slurm: dict[str, st
 
 @needs_slurm
 def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
-        local_slurm: dict[str, str], slurm_work: Path, local_counts: bytes) -> None:
-    results, build = slurm_work / "cancel-results", slurm_work / "slurm-build"  # builds done above
+        local_slurm: dict[str, str], slurm_work: Path, local_counts: bytes, slurm_run: subprocess.CompletedProcess) -> None:
+    assert slurm_run.returncode == 0, slurm_run.stderr[-3000:]
+    results, build = slurm_work / "cancel-results", slurm_work / "slurm-build"  # built by slurm_run
     block = blocker(local_slurm)
     try:
         sweep = subprocess.Popen([PY, "-m", "analysis.cli", "sweep", "--config", str(TINY),
@@ -222,7 +241,9 @@ def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
 
 
 @needs_slurm
-def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], slurm_work: Path) -> None:
+def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], slurm_work: Path,
+                                                 slurm_run: subprocess.CompletedProcess) -> None:
+    assert slurm_run.returncode == 0, slurm_run.stderr[-3000:]
     node = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%N"], env=local_slurm, capture_output=True,
                           text=True, check=True).stdout.strip()
     results = slurm_work / "down-results"
@@ -260,3 +281,10 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
         subprocess.run(["scancel", block], env=local_slurm)
     finally:
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=local_slurm)
+
+
+def test_a_cancelled_pending_job_is_not_blamed_on_its_wait_reason() -> None:
+    """scontrol keeps the reason a cancelled job last waited for (seen: Reason=Resources)."""
+    (f,) = slurm.failures(ERROR_LOG)
+    assert slurm.failure_line(f, "CANCELLED", "Resources").startswith(
+        "error: count_qemu copy-acle_4v (qemu gcc vla max): Slurm job 57 CANCELLED, cancelled (scancel); ")
