@@ -129,8 +129,9 @@ def nodes(partition: str | None) -> tuple[str, list[tuple[str, str, str]]]:
     """(partition, [(node, state, reason)]) of the given or the default partition."""
     proc = _run(["sinfo", "-h", "-N", "-o", "%P|%N|%t|%E"])
     if proc.returncode != 0:
-        raise SlurmError(f"sinfo failed: {(proc.stderr or proc.stdout).strip().splitlines()[0] if (proc.stderr or proc.stdout).strip() else 'no output'}"
-                         " (fix: check the cluster, or ./harness setup --with-slurm for the local one)")
+        said = (proc.stderr or proc.stdout or "no output").strip().splitlines()[-1]
+        raise SlurmError(f"Slurm does not answer (sinfo: {said}); check the cluster, or start the local one with "
+                         "./harness setup --with-slurm; nothing was submitted")
     rows = [line.split("|", 3) for line in proc.stdout.splitlines() if line.count("|") >= 3]
     if partition is None:
         default = [r[0] for r in rows if r[0].endswith("*")]

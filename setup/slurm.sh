@@ -49,7 +49,8 @@ write_conf() {
     local node
     node="$(slurmd -C | head -n1)"
     [[ "$node" == NodeName=* ]] || die "slurmd -C did not describe this host: $node"
-    local name="${node%% *}"; name="${name#NodeName=}"
+    NODE="${node%% *}"; NODE="${NODE#NodeName=}"
+    local name="$NODE"
     mkdir -p "$DIR/state/ctld" "$DIR/state/d" "$DIR/run" "$DIR/log" "$DIR/munge"
     chmod 700 "$DIR/munge"
     cat >"$CONF.tmp" <<EOF
@@ -76,7 +77,9 @@ MpiDefault=none
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
-ReturnToService=2
+# A node set down by hand stays down until scontrol update state=resume (2 would bring it back
+# as soon as slurmd registers again, as it does within seconds).
+ReturnToService=1
 # A time limit is enforced within a minute.
 OverTimeLimit=0
 KillWait=5
@@ -126,8 +129,10 @@ start() {
             say "Slurm is up: $(sinfo -h -p "$PARTITION" -o '%P %D node(s) %t %c CPUs %m MB'); export SLURM_CONF=$CONF"
             return 0
         fi
-        # A node left down by an earlier run (scontrol update state=down) comes back here.
-        if [[ $i -eq 5 ]]; then scontrol update nodename=ALL state=resume >/dev/null 2>&1 || true; fi
+        # A node left down (scontrol update state=down) stays down across restarts: start resumes it.
+        if [[ $i -eq 5 ]] && sinfo -h -n "$NODE" -o '%t' | grep -Eq '^(down|drain|drng)'; then
+            scontrol update nodename="$NODE" state=resume || true
+        fi
         sleep 0.5
     done
     die "the node did not come up in 30 s: $(sinfo -h -o '%N %t %E' 2>&1 | head -n1) (logs: $DIR/log/)"

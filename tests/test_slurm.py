@@ -78,6 +78,19 @@ def test_own_profile_directory_is_laid_over_the_generic_one(tmp_path: Path) -> N
     assert prof["set-resources"]["simulate_gem5"] == {"runtime": 600, "mem_mb": 4000}
 
 
+def test_a_slurm_that_does_not_answer_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for tool in ("sinfo", "sbatch"):
+        (tmp_path / tool).write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm controller "
+                                     "(connect failure)' >&2\nexit 1\n")
+        (tmp_path / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with pytest.raises(slurm.SlurmError) as e:
+        slurm.preflight(slurm.load_profile("local"))
+    assert str(e.value) == ("Slurm does not answer (sinfo: slurm_load_partitions: Unable to contact slurm controller "
+                            "(connect failure)); check the cluster, or start the local one with ./harness setup "
+                            "--with-slurm; nothing was submitted")
+
+
 # Snakemake's report of a job the executor saw fail (copied from a run against the local Slurm).
 ERROR_LOG = """\
 [Mon Nov 23 00:10:05 2026]
@@ -241,9 +254,7 @@ def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
 
 
 @needs_slurm
-def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], slurm_work: Path,
-                                                 slurm_run: subprocess.CompletedProcess) -> None:
-    assert slurm_run.returncode == 0, slurm_run.stderr[-3000:]
+def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], slurm_work: Path) -> None:
     node = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%N"], env=local_slurm, capture_output=True,
                           text=True, check=True).stdout.strip()
     results = slurm_work / "down-results"
@@ -251,7 +262,7 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
         # Down before the sweep: refused before anything is submitted.
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=harness-test"],
                        env=local_slurm, check=True)
-        proc = harness_sweep(results, slurm_work / "slurm-build", "--slurm", "local", env=local_slurm)
+        proc = harness_sweep(results, slurm_work / "down-build", "--slurm", "local", env=local_slurm)
         assert proc.returncode == 2
         assert proc.stderr.strip().splitlines() == [
             f"error: Slurm partition harness has no node that can run jobs: {node} down (reason: harness-test); "
@@ -262,11 +273,11 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
         # Down while the sweep's jobs wait in the queue: the sweep stops and cancels them.
         block = blocker(local_slurm)
         sweep = subprocess.Popen([PY, "-m", "analysis.cli", "sweep", "--config", str(TINY),
-                                  "--set", f"results_dir={results}", "--set", f"build_dir={slurm_work / 'slurm-build'}",
+                                  "--set", f"results_dir={results}", "--set", f"build_dir={slurm_work / 'down-build'}",
                                   "--slurm", "local"],
                                  cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: "|rule_count_qemu" in subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i|%k"], env=local_slurm,
-                                                             capture_output=True, text=True).stdout, 300)
+        wait_for(lambda: "|rule_" in subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i|%k"], env=local_slurm,
+                                                    capture_output=True, text=True).stdout, 300)
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=harness-test"],
                        env=local_slurm, check=True)
         out, err = sweep.communicate(timeout=300)
@@ -277,7 +288,7 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
             "the sweep was stopped and its Slurm jobs cancelled")
         left = subprocess.run(["squeue", "-h", "-t", "PD,R", "-o", "%k"], env=local_slurm, capture_output=True,
                               text=True).stdout
-        assert "rule_count_qemu" not in left
+        assert "rule_" not in left
         subprocess.run(["scancel", block], env=local_slurm)
     finally:
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=local_slurm)
