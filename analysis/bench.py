@@ -136,9 +136,11 @@ def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, with_def
     for name, cfg in (("tiny", "configs/tiny.yaml"), ("default", "configs/default.yaml")):
         if name == "default" and not with_default:
             continue
-        tree = work / f"slurm-{name}"
-        args = [sys.executable, "-m", "analysis.cli", "sweep", "--config", cfg, "--cores", str(cores), "--slurm", "local",
-                "--set", f"results_dir={tree / 'results'}", "--set", f"build_dir={tree / 'build'}", "--", "counts_all"]
+        def cli(tree: Path, *slurm: str) -> list[str]:
+            return [sys.executable, "-m", "analysis.cli", "sweep", "--config", cfg, "--cores", str(cores), *slurm,
+                    "--set", f"results_dir={tree / 'results'}", "--set", f"build_dir={tree / 'build'}", "--", "counts_all"]
+
+        args = cli(work / f"slurm-{name}", "--slurm", "local")
         env = {k: v for k, v in os.environ.items() if k != "GEM5"}
         t0 = time.monotonic()
         proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
@@ -146,7 +148,8 @@ def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, with_def
         if proc.returncode != 0:
             sys.exit(f"bench: the {name} sweep through Slurm failed:\n{proc.stderr[-2000:]}")
         jobs = proc.stderr.count("has been submitted with SLURM jobid")
-        local = local_default_s if name == "default" else sweep_time(cfg, work / f"local-{name}", cores, gem5=False)
+        # The same front end without --slurm, on trees of its own (the default sweep: as timed above).
+        local = local_default_s if name == "default" and local_default_s else timed(cli(work / f"local-{name}"), cwd=REPO, env=env)
         rerun = timed(args, cwd=REPO, env=env)
         out[name] = {"config": cfg, "slurm_s": round(seconds, 1), "local_s": round(local, 1), "slurm_jobs": jobs,
                      "rerun_noop_slurm_s": round(rerun, 1)}
