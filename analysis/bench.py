@@ -10,7 +10,9 @@ writes results/bench.json; it asserts nothing (timing belongs here, not in the t
 5. the default sweep's perf measurements (host baselines here, SVE runs on A64FX);
 6. plugin overhead: a kernel whose plain QEMU run takes >= 2 s, plain vs all three
    counting clients, median of 5 (target < 1.3x);
-7. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full.
+7. where slurm-wlm is installed: the tiny and the default sweep through the local Slurm beside the
+   local run, and their re-run with nothing changed (--skip-slurm-default: the tiny one only);
+8. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full.
 """
 from __future__ import annotations
 
@@ -122,11 +124,46 @@ def gem5_cycle_sweep(work: Path, cores: int) -> dict[str, Any] | None:
             "fast_forward_insts_per_host_s_approx": round(ff_insts / ff_secs) if ff_secs > 0 else None}
 
 
+def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, with_default: bool) -> dict[str, Any] | None:
+    """The tiny (and default) sweep through the local Slurm (setup/slurm.sh, profile `local`)
+    beside the same sweep run locally: the executor's overhead (one sbatch, one Snakemake job step
+    and status queries per job)."""
+    if shutil.which("slurmctld") is None:
+        print("slurm: skipped (slurm-wlm is not installed: ./harness setup --with-slurm)", flush=True)
+        return None
+    subprocess.run([str(REPO / "setup" / "slurm.sh"), "start"], check=True, capture_output=True)
+    out: dict[str, Any] = {}
+    for name, cfg in (("tiny", "configs/tiny.yaml"), ("default", "configs/default.yaml")):
+        if name == "default" and not with_default:
+            continue
+        def cli(tree: Path, *slurm: str) -> list[str]:
+            return [sys.executable, "-m", "analysis.cli", "sweep", "--config", cfg, "--cores", str(cores), *slurm,
+                    "--set", f"results_dir={tree / 'results'}", "--set", f"build_dir={tree / 'build'}", "--", "counts_all"]
+
+        args = cli(work / f"slurm-{name}", "--slurm", "local")
+        env = {k: v for k, v in os.environ.items() if k != "GEM5"}
+        t0 = time.monotonic()
+        proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
+        seconds = time.monotonic() - t0
+        if proc.returncode != 0:
+            sys.exit(f"bench: the {name} sweep through Slurm failed:\n{proc.stderr[-2000:]}")
+        jobs = proc.stderr.count("has been submitted with SLURM jobid")
+        # The same front end without --slurm, on trees of its own (the default sweep: as timed above).
+        local = local_default_s if name == "default" and local_default_s else timed(cli(work / f"local-{name}"), cwd=REPO, env=env)
+        rerun = timed(args, cwd=REPO, env=env)
+        out[name] = {"config": cfg, "slurm_s": round(seconds, 1), "local_s": round(local, 1), "slurm_jobs": jobs,
+                     "rerun_noop_slurm_s": round(rerun, 1)}
+        print(f"{name} sweep through the local Slurm: {out[name]['slurm_s']} s for {jobs} Slurm jobs, locally "
+              f"{out[name]['local_s']} s; re-run with nothing changed {out[name]['rerun_noop_slurm_s']} s", flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     p.add_argument("--skip-full", action="store_true", help="skip the full op x dtype matrix")
     p.add_argument("--out", type=Path, default=REPO / "results" / "bench.json")
+    p.add_argument("--skip-slurm-default", action="store_true", help="through the local Slurm, the tiny sweep only")
     ns = p.parse_args(argv)
     report: dict[str, Any] = {"cores": ns.cores, "host": os.uname().nodename}
     report["setup_noop_s"] = round(timed([str(REPO / "setup" / "install.sh")]), 3)
@@ -164,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         report["overhead"] = overhead(work / "default", ns.cores)
         o = report["overhead"]
         print(f"plugin overhead: {o['counted_median_s']} s / {o['plain_median_s']} s = {o['ratio']}x (target < 1.3x)", flush=True)
+        report["slurm"] = slurm_sweeps(work, ns.cores, report["default"]["seconds"], not ns.skip_slurm_default)
         if not ns.skip_full:
             full = "configs/full.yaml"
             fs = config.load(REPO / full)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis import config, guard, mpi, report, toolchain
+from analysis import config, guard, mpi, report, slurm, toolchain
 from analysis.backends import RunError, clean_stale_stages, perf
 
 REPO = config.REPO
@@ -52,6 +52,8 @@ def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra:
 
 def cmd_sweep(ns: argparse.Namespace) -> int:
     overrides = config.parse_overrides(ns.set)
+    # A bad profile, a CHANGE_ME account or a cluster without a usable node stops here.
+    on_slurm = slurm.prepare(ns.slurm, ns.slurm_account, ns.slurm_partition) if ns.slurm is not None else None
     install_mpi_if_asked_for(ns.config, overrides)
     sweep = validate(ns.config, overrides)
     jobs = sweep.jobs()
@@ -60,8 +62,13 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     say_perf_plan(sweep)
     before = snakemake_logs()
     try:
-        rc = guard.run(snakemake_cmd(ns.config, overrides, ns.cores, logger_args(ns.verbose) + ns.snakemake_args),
-                       env=snakemake_env())
+        if on_slurm:
+            # The Slurm path reads Snakemake's own record of a failed job to name the cell and
+            # the Slurm reason, so it keeps Snakemake's plain output.
+            rc = slurm.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args), on_slurm)
+        else:
+            rc = guard.run(snakemake_cmd(ns.config, overrides, ns.cores, logger_args(ns.verbose) + ns.snakemake_args),
+                           env=snakemake_env())
     except guard.Interrupted:
         mark_stale(sweep, ns.snakemake_args)
         raise
@@ -251,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override results_dir/build_dir")
     s.add_argument("--verbose", action="store_true", help="Snakemake's record of every job instead of the progress display")
+    s.add_argument("--slurm", nargs="?", const="", metavar="PROFILE",
+                   help="every job as a Slurm job: the generic profile, or a64fx / a profile directory laid over it")
+    s.add_argument("--slurm-account", metavar="A", help="with --slurm: sbatch --account")
+    s.add_argument("--slurm-partition", metavar="P", help="with --slurm: sbatch --partition")
     s.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="after --: passed to snakemake")
     s.set_defaults(func=cmd_sweep)
     rp = sub.add_parser("report", help="write results/report.html (figures, summary, provenance, explained cells)")

@@ -11,6 +11,9 @@
 #                                    multiarch) for the MPI figures (configs/mpi.yaml)
 #   setup/install.sh --with-gem5     also gem5's Debian build dependencies, then build the pinned
 #                                    gem5 into a cache outside the repository (setup/gem5.sh)
+#   setup/install.sh --with-slurm    also Debian's slurm-wlm and munge, then configure and start a
+#                                    single-node Slurm for this host (setup/slurm.sh)
+#   setup/install.sh --stop-slurm    stop that Slurm (setup/slurm.sh stop); installs nothing
 #   setup/install.sh --force         ignore the stamp and recheck everything
 #   setup/install.sh --venv-only     only the Python venv: no apt, no tool checks (a cluster
 #                                    without apt or root, e.g. A64FX nodes; ./harness does
@@ -65,6 +68,8 @@ APT_CHROMIUM=(chromium)
 # workflow says in one line that it skipped the measurements and why.
 if grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then APT_BASE+=(linux-perf); fi
 APT_MPI=(libopenmpi-dev:arm64)
+# A real single-node Slurm for the --slurm sweeps and their tests (slurmctld + slurmd, munge).
+APT_SLURM=(slurm-wlm munge)
 # gem5's build dependencies (the minimal set for an ARM build without Ruby; tcmalloc for speed).
 APT_GEM5=(scons python3-dev zlib1g-dev m4 libprotobuf-dev protobuf-compiler
           libgoogle-perftools-dev pkg-config g++)
@@ -375,6 +380,7 @@ WITH_CHROMIUM=0
 VENV_ONLY=0
 WITH_MPI=0
 WITH_GEM5=0
+WITH_SLURM=0
 FORCE=0
 SIMFILE=""
 while [[ $# -gt 0 ]]; do
@@ -384,10 +390,12 @@ while [[ $# -gt 0 ]]; do
         --with-chromium) WITH_CHROMIUM=1 ;;
         --with-mpi) WITH_MPI=1 ;;
         --with-gem5) WITH_GEM5=1 ;;
+        --with-slurm) WITH_SLURM=1 ;;
+        --stop-slurm) exec "$ROOT/setup/slurm.sh" stop ;;
         --force) FORCE=1 ;;
         --check-simulation) MODE=simcheck; SIMFILE="${2:-}"; shift || true ;;
         --venv-only) VENV_ONLY=1 ;;
-        -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 3 && /^#$/ { exit } NR > 1' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option '$1'; see $ME --help" ;;
     esac
     shift
@@ -406,6 +414,7 @@ if [[ $WITH_CHROMIUM -eq 1 ]]; then APT_PKGS+=("${APT_CHROMIUM[@]}"); CMDS+=("${
 if [[ $VENV_ONLY -eq 1 ]]; then APT_PKGS=(); CMDS=(); fi
 if [[ $WITH_MPI -eq 1 ]]; then APT_PKGS+=("${APT_MPI[@]}"); fi
 if [[ $WITH_GEM5 -eq 1 ]]; then APT_PKGS+=("${APT_GEM5[@]}"); fi
+if [[ $WITH_SLURM -eq 1 ]]; then APT_PKGS+=("${APT_SLURM[@]}"); CMDS+=(slurmctld:slurmctld slurmd:slurmd sinfo:slurm-client munged:munge); fi
 
 [[ -f "$REQS" ]] || die "requirements.txt missing at $REQS; restore it from git"
 
@@ -436,6 +445,7 @@ if [[ $MODE == check ]]; then
     printf '  - %s\n' "${problems[@]}"
     fixcmd="$ME"; [[ $WITH_CLANG -eq 1 ]] && fixcmd+=" --with-clang"; [[ $WITH_CHROMIUM -eq 1 ]] && fixcmd+=" --with-chromium"; [[ $WITH_MPI -eq 1 ]] && fixcmd+=" --with-mpi"
     [[ $WITH_GEM5 -eq 1 ]] && fixcmd+=" --with-gem5"
+    [[ $WITH_SLURM -eq 1 ]] && fixcmd+=" --with-slurm"
     echo "fix: run $fixcmd (as root, or as a user with sudo)"
     exit 1
 fi
@@ -449,6 +459,7 @@ fast_ok() {
         && [[ $WITH_MPI -eq 0 || -f "$MPI_HEADER" ]]
 }
 if fast_ok; then
+    [[ $WITH_SLURM -eq 0 ]] || "$ROOT/setup/slurm.sh" start
     [[ $WITH_GEM5 -eq 0 ]] || exec "$ROOT/setup/gem5.sh"
     exit 0
 fi
@@ -456,7 +467,11 @@ fi
 # Serialise concurrent runs (two ./harness commands started together).
 exec 9>"${TMPDIR:-/tmp}/harness-install.$(id -u).$(echo "$ROOT" | cksum | cut -d' ' -f1).lock"
 flock 9
-if fast_ok; then [[ $WITH_GEM5 -eq 0 ]] || { exec 9>&-; exec "$ROOT/setup/gem5.sh"; }; exit 0; fi
+if fast_ok; then
+    [[ $WITH_SLURM -eq 0 ]] || "$ROOT/setup/slurm.sh" start
+    [[ $WITH_GEM5 -eq 0 ]] || { exec 9>&-; exec "$ROOT/setup/gem5.sh"; }
+    exit 0
+fi
 
 mapfile -t MISSING < <(missing_apt "${APT_PKGS[@]}")
 if [[ $WITH_MPI -eq 1 ]] && printf '%s\n' "${MISSING[@]}" | grep -q ':arm64$'; then enable_arm64; fi
@@ -477,9 +492,11 @@ setup_venv "$PY"
 
 grep -qxF "$KEY" "$STAMP" 2>/dev/null || echo "$KEY" >>"$STAMP"
 # A set with extras contains the base set: a later run without them is a no-op too.
-if [[ $WITH_CLANG -eq 1 || $WITH_CHROMIUM -eq 1 || $WITH_MPI -eq 1 || $WITH_GEM5 -eq 1 ]]; then
+if [[ $WITH_CLANG -eq 1 || $WITH_MPI -eq 1 || $WITH_GEM5 -eq 1 || $WITH_SLURM -eq 1 ]]; then
     BASE_KEY="$(stamp_key "${APT_BASE[@]}")"
     grep -qxF "$BASE_KEY" "$STAMP" || echo "$BASE_KEY" >>"$STAMP"
 fi
+# Daemons are not behind the stamp: slurm.sh starts what is not running (a second call does nothing).
+[[ $WITH_SLURM -eq 0 ]] || "$ROOT/setup/slurm.sh" start
 # The build itself is not behind the stamp: gem5.sh keeps its own (a second call does nothing).
 if [[ $WITH_GEM5 -eq 1 ]]; then exec 9>&-; exec "$ROOT/setup/gem5.sh"; fi

@@ -260,3 +260,15 @@ def test_with_chromium_installs_it_through_the_guard(shims):
     sim_call = next(c for c in calls if c.startswith("apt-get install -s"))
     assert " chromium " in f"{sim_call} "
     assert _real_installs(calls) == [] and proc.returncode != 0
+
+
+def test_with_slurm_goes_through_the_removal_guard(shims):
+    """--with-slurm installs slurm-wlm and munge in the same guarded command as the toolchain; a
+    simulation that removes packages stops it before any install and before any daemon starts."""
+    proc, calls = shims("--force", "--with-slurm", sim_files=["sim-remv-gcc-multilib.txt"])
+    assert proc.returncode == 1
+    assert "refusing to install" in proc.stderr and "Slurm is up" not in proc.stderr
+    sim_call = next(c for c in calls if c.startswith("apt-get install -s"))
+    for pkg in ("slurm-wlm", "munge", "gcc", "libc6-dev", "binutils"):
+        assert f" {pkg}" in sim_call
+    assert _real_installs(calls) == []

@@ -312,11 +312,14 @@ def test_counters_are_scoped_to_the_roi(host_run: Path) -> None:
 
 
 def test_slurm_profile_gives_measurements_a_whole_node(tmp_path: Path) -> None:
-    """The executor profile parses with the pinned plugin and sizes the measure jobs (dry run:
-    nothing is submitted)."""
+    """The A64FX executor profile (laid over the generic one) parses with the pinned plugin and
+    sizes the measure jobs (dry run: nothing is submitted)."""
+    from analysis import slurm
+
+    profile = slurm.write_profile(slurm.load_profile("a64fx", "acct", "part"), tmp_path / "profile")
     proc = subprocess.run(
         [str(Path(os.sys.executable).parent / "snakemake"), "-n", "-p", "--snakefile", str(REPO / "Snakefile"),
-         "--directory", str(REPO), "--workflow-profile", str(REPO / "configs" / "profiles" / "slurm"),
+         "--directory", str(REPO), "--profile", str(profile),
          "--config", f"sweep={REPO / 'configs' / 'a64fx.yaml'}", f"results_dir={tmp_path / 'r'}", f"build_dir={tmp_path / 'b'}"],
         capture_output=True, text=True)
     if "perf: skipped" in proc.stderr and "measure_perf" not in proc.stdout:

@@ -1,0 +1,317 @@
+"""Sweeps through Slurm: `./harness sweep --config F --slurm [PROFILE]`.
+
+Snakemake's Slurm executor plugin submits every job of the workflow (builds, count, gem5, perf,
+collect, plot) with sbatch; this module prepares what it needs and reads what went wrong:
+
+- the profile: configs/profiles/slurm (any cluster) with PROFILE laid over it key by key
+  (`a64fx` = configs/profiles/slurm-a64fx, or a directory of your own), the account and
+  partition of the command line on top; a CHANGE_ME account or partition is refused before
+  anything is submitted;
+- the cluster: sinfo must answer and the partition must have a node that can take jobs; a
+  cluster without slurmdbd (accounting_storage/none, like the local one of setup/slurm.sh) gets
+  its job states from squeue instead of sacct;
+- the run: a watchdog stops the sweep with one line when every node of the partition goes
+  down (pending jobs would otherwise wait forever), and a failed Slurm job is reported in one
+  line naming the cell and Slurm's state and reason (CANCELLED, TIMEOUT, NODE_FAIL, ...).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from analysis import config
+
+PROFILES = config.REPO / "configs" / "profiles"
+GENERIC = PROFILES / "slurm"
+PLACEHOLDER = "CHANGE_ME"
+# Keys whose values are mappings (per resource, per rule): an overlay merges into them.
+MERGED_KEYS = ("default-resources", "set-resources", "set-threads")
+# sinfo's short states of a node that can run (or is running) jobs.
+UP_STATES = {"idle", "mix", "alloc", "comp", "resv", "plnd"}
+WATCH_SECONDS = 5.0
+# The local Slurm of setup/slurm.sh, used when the environment names no other.
+LOCAL_CONF = Path(os.environ.get("HARNESS_CACHE") or
+                  Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sve-harness") / "slurm" / "slurm.conf"
+
+
+class SlurmError(config.ConfigError):
+    """Bad profile or an unusable cluster: one line, exit 2, nothing submitted."""
+
+
+def profile_dirs(name: str | None) -> list[Path]:
+    """The generic profile, then the one asked for (if any) laid over it."""
+    if not name or name in ("slurm", "generic"):
+        return [GENERIC]
+    named = PROFILES / f"slurm-{name}"
+    path = named if (named / "config.yaml").is_file() else Path(name)
+    if path.is_file():
+        path = path.parent
+    if not (path / "config.yaml").is_file():
+        known = sorted(p.name[len("slurm-"):] for p in PROFILES.glob("slurm-*") if (p / "config.yaml").is_file())
+        raise SlurmError(f"--slurm {name}: no such profile; use one of {', '.join(known)} or a directory with a config.yaml")
+    return [GENERIC, path]
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`: scalars replace, the per-resource and per-rule mappings merge
+    (an overlay that sizes measure_perf keeps the generic profile's other rules and resources)."""
+    out = dict(base)
+    for key, value in over.items():
+        if key in MERGED_KEYS and isinstance(value, dict) and isinstance(out.get(key), dict):
+            merged = dict(out[key])
+            for k, v in value.items():
+                merged[k] = {**merged[k], **v} if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
+            out[key] = merged
+        else:
+            out[key] = value
+    return out
+
+
+def load_profile(name: str | None, account: str | None = None, partition: str | None = None) -> dict[str, Any]:
+    """The merged profile with the command line's account and partition; refuses placeholders."""
+    prof: dict[str, Any] = {}
+    for d in profile_dirs(name):
+        try:
+            data = yaml.safe_load((d / "config.yaml").read_text()) or {}
+        except yaml.YAMLError as e:
+            raise SlurmError(f"{d / 'config.yaml'} is not valid YAML: {str(e).splitlines()[0]}")
+        prof = merge(prof, data)
+    defaults = dict(prof.get("default-resources") or {})
+    for key, value in (("slurm_account", account), ("slurm_partition", partition)):
+        if value:
+            defaults[key] = value
+            for res in (prof.get("set-resources") or {}).values():
+                res.pop(key, None)
+    prof["default-resources"] = defaults
+    check_placeholders(prof, name)
+    return prof
+
+
+def check_placeholders(prof: dict[str, Any], name: str | None) -> None:
+    places = [("default-resources", prof.get("default-resources") or {})]
+    places += [(f"set-resources.{rule}", res) for rule, res in (prof.get("set-resources") or {}).items()]
+    for where, res in places:
+        for key, flag in (("slurm_account", "--slurm-account"), ("slurm_partition", "--slurm-partition")):
+            if str(res.get(key, "")).strip() == PLACEHOLDER:
+                raise SlurmError(f"the Slurm profile {name or 'slurm'} has {key}: {PLACEHOLDER} ({where}); "
+                                 f"give {flag} VALUE or write your site's value into the profile; nothing was submitted")
+
+
+def partition_of(prof: dict[str, Any]) -> str | None:
+    return (prof.get("default-resources") or {}).get("slurm_partition") or None
+
+
+def use_local_conf() -> str | None:
+    """Point the Slurm commands at the local Slurm when nothing else is configured."""
+    if os.environ.get("SLURM_CONF") or Path("/etc/slurm/slurm.conf").exists() or not LOCAL_CONF.exists():
+        return None
+    os.environ["SLURM_CONF"] = str(LOCAL_CONF)
+    return str(LOCAL_CONF)
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def nodes(partition: str | None) -> tuple[str, list[tuple[str, str, str]]]:
+    """(partition, [(node, state, reason)]) of the given or the default partition."""
+    proc = _run(["sinfo", "-h", "-N", "-o", "%P|%N|%t|%E"])
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout or "no output").strip().splitlines()[-1]
+        raise SlurmError(f"Slurm does not answer (sinfo: {said}); check the cluster, or start the local one with "
+                         "./harness setup --with-slurm; nothing was submitted")
+    rows = [line.split("|", 3) for line in proc.stdout.splitlines() if line.count("|") >= 3]
+    if partition is None:
+        default = [r[0] for r in rows if r[0].endswith("*")]
+        if not default:
+            raise SlurmError("the cluster has no default partition: give --slurm-partition P")
+        partition = default[0]
+    want = partition.rstrip("*")
+    found = [(n, s.rstrip("*~#!%$@^-"), e) for p, n, s, e in rows if p.rstrip("*") == want]
+    if not found:
+        raise SlurmError(f"Slurm has no partition {want}; sinfo lists {', '.join(sorted({r[0].rstrip('*') for r in rows}))}")
+    return want, found
+
+
+def down_message(partition: str, found: list[tuple[str, str, str]]) -> str | None:
+    """One line when no node of the partition can take a job, else None."""
+    if any(state in UP_STATES for _, state, _ in found):
+        return None
+    listed = ", ".join(f"{n} {s}" + (f" (reason: {e})" if e and e != "none" else "") for n, s, e in found)
+    return (f"Slurm partition {partition} has no node that can run jobs: {listed}; "
+            f"fix the node (scontrol update nodename=NODE state=resume) and rerun the same command")
+
+
+def preflight(prof: dict[str, Any]) -> str:
+    """Slurm answers and the partition can run jobs; returns the partition."""
+    if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
+        raise SlurmError("Slurm's sinfo/sbatch are not on PATH: run on a cluster's login node, "
+                         "or start the local Slurm with ./harness setup --with-slurm")
+    partition, found = nodes(partition_of(prof))
+    msg = down_message(partition, found)
+    if msg:
+        raise SlurmError(msg + "; nothing was submitted")
+    return partition
+
+
+def without_slurmdbd() -> bool:
+    if shutil.which("scontrol") is None:
+        return False
+    proc = _run(["scontrol", "show", "config"])
+    return bool(re.search(r"^AccountingStorageType\s*=\s*accounting_storage/none", proc.stdout, re.M))
+
+
+def write_profile(prof: dict[str, Any], directory: Path) -> Path:
+    if "slurm-status-command" not in prof and without_slurmdbd():
+        # sacct has nothing to read without slurmdbd; squeue keeps finished jobs for MinJobAge.
+        prof = {**prof, "slurm-status-command": "squeue"}
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.yaml").write_text(yaml.safe_dump(prof, sort_keys=False))
+    return directory
+
+
+# --- after a failure: one line per failed Slurm job -------------------------------------------
+
+@dataclass
+class Failure:
+    rule: str
+    output: str
+    jobid: str
+    message: str
+
+
+ERROR_BLOCK = re.compile(r"^Error in rule (\w+):\n((?:[ \t]+.*\n?)*)", re.M)
+
+
+def failures(log: str) -> list[Failure]:
+    """The failed jobs of Snakemake's log (its `Error in rule` blocks)."""
+    found = []
+    for m in ERROR_BLOCK.finditer(log):
+        fields = dict(re.findall(r"^\s+(\w+): (.*)$", m.group(2), re.M))
+        jobid = fields.get("external_jobid", "")
+        if not jobid:
+            ids = re.findall(r"SLURM-job '(\d+)'", fields.get("message", ""))
+            jobid = ids[0] if ids else ""
+        found.append(Failure(m.group(1), fields.get("output", "").split(",")[0].strip(), jobid, fields.get("message", "")))
+    return found
+
+
+def cell_name(output: str) -> str:
+    """`<results>/raw/<backend>/<compiler>/<build>/<cpu>/<kernel>-<variant>.json` as a cell."""
+    parts = Path(output).parts
+    if "raw" in parts and len(parts) - parts.index("raw") == 6:
+        backend, compiler, build, cpu, name = parts[parts.index("raw") + 1:]
+        return f"{name.removesuffix('.json')} ({backend} {compiler} {build} {cpu})"
+    return output or "?"
+
+
+def slurm_state(jobid: str) -> tuple[str, str]:
+    """(state, reason) of a Slurm job from scontrol, which keeps finished jobs for MinJobAge."""
+    if not jobid:
+        return "", ""
+    proc = _run(["scontrol", "-o", "show", "job", jobid])
+    fields = dict(re.findall(r"(\w+)=(\S*)", proc.stdout))
+    return fields.get("JobState", ""), fields.get("Reason", "")
+
+
+REASON_TEXT = {"TimeLimit": "killed at its time limit", "NodeDown": "its node went down",
+               "NonZeroExitCode": "its command failed (its log is above)", "None": "", "": ""}
+
+
+def failure_line(f: Failure, state: str, reason: str) -> str:
+    if not state:
+        m = re.search(r"SLURM status is: '(\w+)'", f.message)
+        state = m.group(1) if m else "FAILED"
+    why = REASON_TEXT.get(reason, reason)
+    if state == "CANCELLED":
+        # Slurm keeps the reason the job last waited for (Resources, Priority): not why it ended.
+        why = "cancelled (scancel)"
+    if state == "FAILED" and not why:
+        why = REASON_TEXT["NonZeroExitCode"]
+    return f"error: {f.rule} {cell_name(f.output)}: Slurm job {f.jobid or '?'} {state}" + (f", {why}" if why else "") + \
+        "; rerun the same command to complete only what is missing"
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    name: str | None
+    profile: dict[str, Any]
+    partition: str
+    local_conf: str | None
+
+    def line(self) -> str:
+        dirs = [str(d.relative_to(config.REPO)) if d.is_relative_to(config.REPO) else str(d) for d in profile_dirs(self.name)]
+        return (f"slurm: partition {self.partition}, profile {' + '.join(dirs)}"
+                + (f", local Slurm (SLURM_CONF={self.local_conf})" if self.local_conf else ""))
+
+
+def prepare(name: str | None, account: str | None, partition: str | None) -> Plan:
+    """Everything that can refuse, before any work: profile, placeholders, Slurm, partition."""
+    prof = load_profile(name, account, partition)
+    conf = use_local_conf()
+    return Plan(name, prof, preflight(prof), conf)
+
+
+def run(cmd: list[str], plan: Plan) -> int:
+    """Run Snakemake (cmd) through Slurm; returns its exit code (1 on a stopped or failed run)."""
+    print(plan.line(), flush=True)
+    prof, part = plan.profile, plan.partition
+    with tempfile.TemporaryDirectory(prefix="sve-slurm-profile-") as tmp:
+        pdir = write_profile(prof, Path(tmp) / "profile")
+        # Before --config, which takes every word after it.
+        proc = subprocess.Popen([cmd[0], "--profile", str(pdir), *cmd[1:]], stderr=subprocess.PIPE, text=True)
+        stopped: list[str] = []
+        done = threading.Event()
+        watcher = threading.Thread(target=_watch, args=(proc, part, stopped, done), daemon=True)
+        watcher.start()
+        log = []
+        assert proc.stderr is not None
+        while True:
+            try:
+                # Ctrl-C reaches Snakemake too (same process group): it cancels its Slurm jobs.
+                for line in proc.stderr:
+                    sys.stderr.write(line)
+                    log.append(line)
+                break
+            except KeyboardInterrupt:
+                continue
+        rc = proc.wait()
+        done.set()
+        watcher.join()
+    if stopped:
+        print(f"error: {stopped[0]}", file=sys.stderr, flush=True)
+        return 1
+    if rc != 0:
+        for f in failures("".join(log)):
+            print(failure_line(f, *slurm_state(f.jobid)), file=sys.stderr, flush=True)
+    return rc
+
+
+def _watch(proc: subprocess.Popen, partition: str, stopped: list[str], done: threading.Event) -> None:
+    """Stop the sweep (SIGINT: Snakemake cancels its Slurm jobs) when the partition has no node
+    that can run jobs twice in a row, instead of waiting forever for pending jobs."""
+    strikes = 0
+    while not done.wait(WATCH_SECONDS):
+        try:
+            msg = down_message(*nodes(partition))
+        except (SlurmError, subprocess.TimeoutExpired):
+            continue
+        strikes = strikes + 1 if msg else 0
+        if msg and strikes >= 2:
+            stopped.append(msg + "; the sweep was stopped and its Slurm jobs cancelled")
+            proc.send_signal(signal.SIGINT)
+            return

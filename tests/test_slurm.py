@@ -1,0 +1,301 @@
+"""Sweeps through Slurm (`./harness sweep --slurm`): the profiles and the refusals without a
+Slurm, then a real single-node Slurm (setup/slurm.sh, slurm-wlm) for the tiny sweep, a cancelled
+job and its recovery, and nodes set down."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis import slurm
+from tests.conftest import REPO, snakemake
+
+TINY = REPO / "tests" / "configs" / "slurm_tiny.yaml"
+PY = sys.executable
+
+
+def harness_sweep(results: Path, build: Path, *extra: str, env: dict[str, str] | None = None,
+                  **kw) -> subprocess.CompletedProcess:
+    cmd = [PY, "-m", "analysis.cli", "sweep", "--config", str(TINY), "--set", f"results_dir={results}",
+           "--set", f"build_dir={build}", *extra]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=1500, **kw)
+
+
+# --- without a Slurm --------------------------------------------------------------------------
+
+def test_a64fx_profile_is_laid_over_the_generic_one() -> None:
+    prof = slurm.load_profile("a64fx", "acct1", "a64fx-part")
+    perf = prof["set-resources"]["measure_perf"]
+    # From the A64FX profile: a whole 48-core node for 4 hours; from the generic one: exclusive.
+    assert (perf["cpus_per_task"], perf["runtime"], perf["mem_mb"]) == (48, 240, 16000)
+    assert perf["slurm_extra"] == "'--exclusive'" and prof["set-threads"]["measure_perf"] == 48
+    # Rules the A64FX profile does not mention keep the generic sizes.
+    assert prof["set-resources"]["simulate_gem5"] == {"runtime": 240, "mem_mb": 4000}
+    assert prof["set-resources"]["count_qemu"] == {"runtime": 60, "mem_mb": 2000}
+    assert prof["default-resources"]["slurm_account"] == "acct1"
+    assert prof["default-resources"]["slurm_partition"] == "a64fx-part"
+    assert prof["executor"] == "slurm"
+
+
+def test_change_me_is_refused_in_one_line_before_anything(tmp_path: Path) -> None:
+    """The A64FX profile's CHANGE_ME account reaches no sbatch: one line, exit 2, nothing written."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for tool in ("sbatch", "sinfo", "squeue", "scontrol"):
+        (fake / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {tmp_path / 'called'}\nexit 1\n")
+        (fake / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    proc = harness_sweep(tmp_path / "r", tmp_path / "b", "--slurm", "a64fx", env=env)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "slurm_account: CHANGE_ME" in lines[0] and "--slurm-account" in lines[0], lines
+    assert not (tmp_path / "called").exists() and not (tmp_path / "r").exists() and not (tmp_path / "b").exists()
+
+
+def test_partition_change_me_is_refused_too() -> None:
+    with pytest.raises(slurm.SlurmError, match="slurm_partition: CHANGE_ME .*--slurm-partition"):
+        slurm.load_profile("a64fx", account="acct1")
+
+
+def test_unknown_profile_is_one_line(tmp_path: Path) -> None:
+    proc = harness_sweep(tmp_path / "r", tmp_path / "b", "--slurm", "nosuch")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: --slurm nosuch: no such profile; use one of a64fx, local or a "
+                                   "directory with a config.yaml")
+
+
+def test_own_profile_directory_is_laid_over_the_generic_one(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("default-resources: {slurm_account: mylab}\n"
+                                          "set-resources: {simulate_gem5: {runtime: 600}}\n")
+    prof = slurm.load_profile(str(tmp_path))
+    assert prof["default-resources"] == {"runtime": 10, "mem_mb": 1000, "cpus_per_task": 1, "slurm_account": "mylab"}
+    assert prof["set-resources"]["simulate_gem5"] == {"runtime": 600, "mem_mb": 4000}
+
+
+def test_a_slurm_that_does_not_answer_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for tool in ("sinfo", "sbatch"):
+        (tmp_path / tool).write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm controller "
+                                     "(connect failure)' >&2\nexit 1\n")
+        (tmp_path / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with pytest.raises(slurm.SlurmError) as e:
+        slurm.preflight(slurm.load_profile("local"))
+    assert str(e.value) == ("Slurm does not answer (sinfo: slurm_load_partitions: Unable to contact slurm controller "
+                            "(connect failure)); check the cluster, or start the local one with ./harness setup "
+                            "--with-slurm; nothing was submitted")
+
+
+# Snakemake's report of a job the executor saw fail (copied from a run against the local Slurm).
+ERROR_LOG = """\
+[Mon Nov 23 00:10:05 2026]
+Error in rule count_qemu:
+    message: SLURM-job '57' failed, SLURM status is: 'TIMEOUT'. Detailed failure reason unavailable (status command is not 'sacct').For further error details see the cluster/cloud log and the log files of the involved rule(s).
+    jobid: 3
+    input: /b/gcc/vla/bin/qemu/copy-acle_4v, /b/plugins/libinscount.so
+    output: /r/raw/qemu/gcc/vla/max/copy-acle_4v.json
+    log: /r/logs/count/qemu/gcc/vla/max/copy-acle_4v.log, /repo/.snakemake/slurm_logs/rule_count_qemu/gcc_vla_max_copy_acle_4v/57.log (check log file(s) for error details)
+    shell:
+        python -m analysis.count --out /r/raw/qemu/gcc/vla/max/copy-acle_4v.json
+        (command exited with non-zero exit code)
+    external_jobid: 57
+Shutting down, this might take some time.
+"""
+
+
+def test_failure_line_names_the_cell_and_the_slurm_reason() -> None:
+    (f,) = slurm.failures(ERROR_LOG)
+    assert (f.rule, f.output, f.jobid) == ("count_qemu", "/r/raw/qemu/gcc/vla/max/copy-acle_4v.json", "57")
+    assert slurm.failure_line(f, "TIMEOUT", "TimeLimit") == (
+        "error: count_qemu copy-acle_4v (qemu gcc vla max): Slurm job 57 TIMEOUT, killed at its time limit; "
+        "rerun the same command to complete only what is missing")
+    # Without scontrol's answer (job gone): the state from the executor's message.
+    assert "Slurm job 57 TIMEOUT" in slurm.failure_line(f, "", "")
+
+
+def test_down_partition_message() -> None:
+    assert slurm.down_message("p", [("n1", "idle", "none"), ("n2", "down", "fan")]) is None
+    assert slurm.down_message("p", [("n1", "down", "maintenance"), ("n2", "drain", "x")]) == (
+        "Slurm partition p has no node that can run jobs: n1 down (reason: maintenance), n2 drain (reason: x); "
+        "fix the node (scontrol update nodename=NODE state=resume) and rerun the same command")
+
+
+# --- with the local Slurm ---------------------------------------------------------------------
+
+needs_slurm = pytest.mark.skipif(
+    shutil.which("slurmctld") is None or shutil.which("slurmd") is None or shutil.which("munged") is None,
+    reason="slurm-wlm is not installed (./harness setup --with-slurm)")
+
+
+@pytest.fixture(scope="module")
+def local_slurm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    proc = subprocess.run([str(REPO / "setup" / "slurm.sh"), "start"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    conf = subprocess.run([str(REPO / "setup" / "slurm.sh"), "--conf"], capture_output=True, text=True).stdout.strip()
+    return {**os.environ, "SLURM_CONF": conf}
+
+
+@pytest.fixture(scope="module")
+def slurm_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("slurm")
+
+
+@pytest.fixture(scope="module")
+def local_counts(slurm_work: Path) -> bytes:
+    """The same sweep run by Snakemake on this machine, in its own trees."""
+    proc = snakemake(TINY, slurm_work / "local-build", slurm_work / "local-results")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return (slurm_work / "local-results" / "counts.csv").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def slurm_run(local_slurm: dict[str, str], slurm_work: Path) -> subprocess.CompletedProcess:
+    """The tiny sweep through the local Slurm; its build tree serves the later tests."""
+    return harness_sweep(slurm_work / "slurm-results", slurm_work / "slurm-build", "--slurm", "local", env=local_slurm)
+
+
+def run_id(log: str) -> str:
+    return re.search(r"SLURM run ID: (\S+)", log).group(1)
+
+
+def run_jobs(env: dict[str, str], rid: str) -> list[tuple[str, str, str]]:
+    """(job id, state, comment) of the Slurm jobs of one Snakemake run (its job name)."""
+    out = subprocess.run(["squeue", "--states=all", "-h", "--name", rid, "-o", "%i|%T|%k"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return [tuple(line.split("|", 2)) for line in out.splitlines()]
+
+
+def wait_for(cond, seconds: float = 300, step: float = 1.0):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        got = cond()
+        if got:
+            return got
+        time.sleep(step)
+    raise AssertionError(f"timed out after {seconds} s")
+
+
+def blocker(env: dict[str, str]) -> str:
+    """A job that holds the whole node, so the sweep's jobs wait in the queue."""
+    jid = subprocess.run(["sbatch", "--parsable", "--exclusive", "-p", "harness", "-J", "harness-test-blocker",
+                          "-o", "/dev/null", "--wrap", "sleep 900"], env=env, capture_output=True, text=True,
+                         check=True, cwd="/tmp").stdout.strip()
+    wait_for(lambda: subprocess.run(["squeue", "-h", "-j", jid, "-o", "%T"], env=env, capture_output=True,
+                                    text=True).stdout.strip() == "RUNNING", 120)
+    return jid
+
+
+@needs_slurm
+def test_local_slurm_is_this_host_and_starts_once(local_slurm: dict[str, str]) -> None:
+    run = Path(local_slurm["SLURM_CONF"]).parent / "run"
+    pids = {d: (run / f"{d}.pid").read_text() for d in ("munged", "slurmctld", "slurmd")}
+    again = subprocess.run([str(REPO / "setup" / "slurm.sh"), "start"], capture_output=True, text=True)
+    assert again.returncode == 0 and again.stderr.startswith("setup/slurm.sh: Slurm is up: harness* 1 node(s)")
+    assert pids == {d: (run / f"{d}.pid").read_text() for d in pids}
+    cpus = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%c"], env=local_slurm, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert int(cpus) == os.cpu_count()
+
+
+@needs_slurm
+def test_tiny_sweep_through_slurm_equals_the_local_run(local_slurm: dict[str, str], slurm_work: Path,
+                                                        local_counts: bytes, slurm_run: subprocess.CompletedProcess) -> None:
+    results, build = slurm_work / "slurm-results", slurm_work / "slurm-build"
+    proc = slurm_run
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (results / "counts.csv").read_bytes() == local_counts
+    # Every job of the workflow was a Slurm job, the count jobs among them, named by their rule.
+    jobs = run_jobs(local_slurm, run_id(proc.stderr))
+    comments = sorted(c for _, _, c in jobs)
+    assert [c for c in comments if c.startswith("rule_count_qemu")] == [
+        "rule_count_qemu_wildcards_gcc_vla_max_copy_acle_4v", "rule_count_qemu_wildcards_gcc_vla_max_copy_c_vec"]
+    assert {s for _, s, _ in jobs} == {"COMPLETED"}
+    submitted = re.findall(r"has been submitted with SLURM jobid", proc.stderr)
+    assert len(jobs) == len(submitted) and "rule_collect" in comments and "rule_plot" in comments
+    # Nothing changed: nothing is submitted.
+    again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "submitted with SLURM jobid" not in again.stderr and "Nothing to be done" in again.stderr
+
+
+@needs_slurm
+def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
+        local_slurm: dict[str, str], slurm_work: Path, local_counts: bytes, slurm_run: subprocess.CompletedProcess) -> None:
+    assert slurm_run.returncode == 0, slurm_run.stderr[-3000:]
+    results, build = slurm_work / "cancel-results", slurm_work / "slurm-build"  # built by slurm_run
+    block = blocker(local_slurm)
+    try:
+        sweep = subprocess.Popen([PY, "-m", "analysis.cli", "sweep", "--config", str(TINY),
+                                  "--set", f"results_dir={results}", "--set", f"build_dir={build}", "--slurm", "local"],
+                                 cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pending = wait_for(lambda: [j for j in subprocess.run(
+            ["squeue", "-h", "-t", "PD", "-o", "%i|%k"], env=local_slurm, capture_output=True, text=True
+        ).stdout.split() if "|rule_count_qemu_wildcards_gcc_vla_max_copy_c_vec" in j], 300)
+        victim = pending[0].split("|")[0]
+        subprocess.run(["scancel", victim], env=local_slurm, check=True)
+    finally:
+        subprocess.run(["scancel", block], env=local_slurm)
+    out, err = sweep.communicate(timeout=900)
+    assert sweep.returncode == 1, err[-3000:]
+    assert (f"error: count_qemu copy-c_vec (qemu gcc vla max): Slurm job {victim} CANCELLED, cancelled (scancel); "
+            "rerun the same command to complete only what is missing") in err.splitlines()
+    assert not (results / "counts.csv").exists()
+    # The rerun submits the cancelled cell and what depends on it, nothing else.
+    again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
+    assert again.returncode == 0, again.stderr[-3000:]
+    comments = sorted(c for _, _, c in run_jobs(local_slurm, run_id(again.stderr)))
+    assert comments == ["rule_collect", "rule_count_qemu_wildcards_gcc_vla_max_copy_c_vec", "rule_plot"]
+    assert (results / "counts.csv").read_bytes() == local_counts
+
+
+@needs_slurm
+def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], slurm_work: Path) -> None:
+    node = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%N"], env=local_slurm, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    results = slurm_work / "down-results"
+    try:
+        # Down before the sweep: refused before anything is submitted.
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=harness-test"],
+                       env=local_slurm, check=True)
+        proc = harness_sweep(results, slurm_work / "down-build", "--slurm", "local", env=local_slurm)
+        assert proc.returncode == 2
+        assert proc.stderr.strip().splitlines() == [
+            f"error: Slurm partition harness has no node that can run jobs: {node} down (reason: harness-test); "
+            "fix the node (scontrol update nodename=NODE state=resume) and rerun the same command; nothing was submitted"]
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=local_slurm, check=True)
+        wait_for(lambda: subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%t"], env=local_slurm,
+                                        capture_output=True, text=True).stdout.strip() == "idle", 60)
+        # Down while the sweep's jobs wait in the queue: the sweep stops and cancels them.
+        block = blocker(local_slurm)
+        sweep = subprocess.Popen([PY, "-m", "analysis.cli", "sweep", "--config", str(TINY),
+                                  "--set", f"results_dir={results}", "--set", f"build_dir={slurm_work / 'down-build'}",
+                                  "--slurm", "local"],
+                                 cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: "|rule_" in subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i|%k"], env=local_slurm,
+                                                    capture_output=True, text=True).stdout, 300)
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=harness-test"],
+                       env=local_slurm, check=True)
+        out, err = sweep.communicate(timeout=300)
+        assert sweep.returncode == 1
+        assert err.strip().splitlines()[-1] == (
+            f"error: Slurm partition harness has no node that can run jobs: {node} down (reason: harness-test); "
+            "fix the node (scontrol update nodename=NODE state=resume) and rerun the same command; "
+            "the sweep was stopped and its Slurm jobs cancelled")
+        left = subprocess.run(["squeue", "-h", "-t", "PD,R", "-o", "%k"], env=local_slurm, capture_output=True,
+                              text=True).stdout
+        assert "rule_" not in left
+        subprocess.run(["scancel", block], env=local_slurm)
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=local_slurm)
+
+
+def test_a_cancelled_pending_job_is_not_blamed_on_its_wait_reason() -> None:
+    """scontrol keeps the reason a cancelled job last waited for (seen: Reason=Resources)."""
+    (f,) = slurm.failures(ERROR_LOG)
+    assert slurm.failure_line(f, "CANCELLED", "Resources").startswith(
+        "error: count_qemu copy-acle_4v (qemu gcc vla max): Slurm job 57 CANCELLED, cancelled (scancel); ")
