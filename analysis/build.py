@@ -69,8 +69,11 @@ def family_flags(table: KernelTable, family: str) -> tuple[str, ...]:
 def kernel_flags(table: KernelTable, kernel: str, variant: str, compiler: str) -> tuple[str, ...]:
     row = table.row(kernel, variant)
     mpi_inc = mpi.compile_flags() if table.families[row.family].mpi else ()
+    # A row naming a glibc memcpy variant calls it through HARNESS_MEMCPY (harness.h); rows
+    # on libc's memcpy get no define, so their commands and objects stay as they were.
+    memcpy = () if row.memcpy == "libc" else (f"-DHARNESS_MEMCPY={row.memcpy_symbol}",)
     # Native builds use gcc: the table's gcc flags (e.g. "keep it scalar") apply to them.
-    return (*row.cflags.get("gcc" if compiler == "native" else compiler, ()), *mpi_inc)
+    return (*row.cflags.get("gcc" if compiler == "native" else compiler, ()), *memcpy, *mpi_inc)
 
 
 def extra_sources(table: KernelTable, kernel: str, variant: str) -> list[Path]:

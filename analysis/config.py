@@ -70,10 +70,16 @@ class KernelRow:
     expect: dict[str, Any]
     host_native: bool = False
     extra_sources: tuple[Path, ...] = ()
+    memcpy: str = "libc"  # which memcpy HARNESS_MEMCPY calls: libc (IFUNC) or a glibc variant
 
     @property
     def name(self) -> str:
         return f"{self.kernel}-{self.variant}"
+
+    @property
+    def memcpy_symbol(self) -> str:
+        """The function HARNESS_MEMCPY calls: `memcpy` or glibc's `__memcpy_<variant>`."""
+        return "memcpy" if self.memcpy == "libc" else f"__memcpy_{self.memcpy}"
 
 
 @dataclass(frozen=True)
@@ -193,7 +199,8 @@ class Sweep:
             return []
         jobs = []
         for sel in self.selections:
-            for variant, compiler, name in itertools.product(sel["variants"], self.compilers, g.get("systems", ["paper"])):
+            compilers = g.get("compilers", self.compilers)
+            for variant, compiler, name in itertools.product(sel["variants"], compilers, g.get("systems", ["paper"])):
                 row = self.table.row(sel["kernel"], variant)
                 vls = [v for v in g.get("vector_lengths", GEM5_VLS) if v in systems[name]["vector_lengths"]]
                 runs = tuple(
@@ -215,6 +222,8 @@ class Sweep:
             for variant, (build, vls) in itertools.product(sel["variants"], builds):
                 row = self.table.row(sel["kernel"], variant)
                 if build == "host" and not row.host_native:
+                    continue
+                if row.memcpy != "libc":  # native builds link libc.so, which hides glibc's variants
                     continue
                 runs = tuple(
                     Run(vl, size, op, dtype, run_params(self.table, row, op, dtype))
@@ -311,6 +320,7 @@ def load_table(paths: list[Path]) -> KernelTable:
                 dict(r.get("params", {})), r["label"], r["role"], dict(r.get("expect", {})),
                 bool(r.get("host_native", False)),
                 extra_sources=tuple(resolve_path(x, base) for x in r.get("extra_sources", [])),
+                memcpy=r.get("memcpy", "libc"),
             )
             if any(x.kernel == row.kernel and x.variant == row.variant for x in rows):
                 raise ConfigError(f"{path}: kernel {row.kernel} variant {row.variant} is declared twice")
@@ -321,6 +331,13 @@ def load_table(paths: list[Path]) -> KernelTable:
         for src in (row.source, *row.extra_sources):
             if not src.exists():
                 raise ConfigError(f"kernel {row.name}: source {src} does not exist")
+        # glibc's variants are global only in the static libc.a; libc.so (the MPI and the
+        # native perf builds link it) keeps them local.
+        if row.memcpy != "libc" and (row.host_native or families[row.family].mpi):
+            raise ConfigError(
+                f"kernel {row.name}: memcpy: {row.memcpy} needs the static cross link; drop "
+                f"{'host_native' if row.host_native else 'the mpi family'} or use memcpy: libc"
+            )
     return KernelTable(families, tuple(rows))
 
 
@@ -472,11 +489,71 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
     for fig in sweep.figures:
         for sel in fig["series"] + ([fig["baseline"]] if "baseline" in fig else []):
             _check_selector(table, sel, f"figures/{fig['name']}")
+    for fig in sweep.figures:
+        _check_compiler(sweep, fig.get("compiler"), f"figures/{fig['name']}")
     for chk in sweep.checks:
         for key in ("numerator", "denominator", "series"):
             if key in chk:
                 _check_selector(table, chk[key], f"checks/{chk['id']}")
+        _check_compiler(sweep, chk.get("compiler"), f"checks/{chk['id']}")
+        for cond in chk.get("conditions", []):
+            where = f"checks/{chk['id']}/conditions/{cond['line']}"
+            for key in ("numerator", "denominator", "series"):
+                if key in cond:
+                    _check_selector(table, cond[key], where)
+            _check_compiler(sweep, cond.get("compiler"), where)
+            diff = condition_factors(sweep, chk, cond)
+            if not diff:
+                raise ConfigError(f"{where}: the same line as the check's own; change one factor (variant, compiler, ...)")
+            if len(diff) > 1 and "factor" not in cond:
+                raise ConfigError(
+                    f"{where}: differs from the check's line in {len(diff)} factors ({', '.join(diff)}), so it does not "
+                    "isolate one; pick a line that differs in one, or name the factor it stands for with factor:"
+                )
+    if raw.get("gem5"):
+        for c in raw["gem5"].get("compilers", []):
+            _check_compiler(sweep, c, "gem5/compilers")
     return sweep
+
+
+def condition_check(check: dict[str, Any], cond: dict[str, Any]) -> dict[str, Any]:
+    """A check's condition as a check of its own: the check with the condition's keys replaced."""
+    over = {k: v for k, v in cond.items() if k not in ("line", "paper", "factor")}
+    return {**{k: v for k, v in check.items() if k not in ("conditions", "line", "cause")}, **over}
+
+
+# Fields of a kernel row that change its code or run (label, role and expect only describe it).
+ROW_FACTORS = ("family", "source", "memcpy", "cflags", "params", "extra_sources")
+
+
+def condition_factors(sweep: "Sweep", check: dict[str, Any], cond: dict[str, Any]) -> list[str]:
+    """What a condition's line changes against its check's line: `compiler`, `backend`,
+    `cpu_model`, and per selector the kernel-row fields that differ (e.g. `memcpy`); a
+    selector on another kernel or op counts as one factor, named by the key."""
+    out: list[str] = []
+    for key in ("compiler", "backend", "cpu_model"):
+        own = check.get(key, sweep.compilers[0] if key == "compiler" else None)
+        if key in cond and cond[key] != own:
+            out.append(f"{key} {own} vs {cond[key]}")
+    for key in ("numerator", "denominator", "series"):
+        a, b = check.get(key), cond.get(key)
+        if not b or a == b:
+            continue
+        if not a or (a["kernel"], a.get("op"), a.get("dtype")) != (b["kernel"], b.get("op"), b.get("dtype")) \
+                or "variant" not in a or "variant" not in b:
+            out.append(f"{key} selector")
+            continue
+        ra, rb = sweep.table.row(a["kernel"], a["variant"]), sweep.table.row(b["kernel"], b["variant"])
+        for f in ROW_FACTORS:
+            if getattr(ra, f) != getattr(rb, f):
+                shown = (ra.memcpy_symbol, rb.memcpy_symbol) if f == "memcpy" else (getattr(ra, f), getattr(rb, f))
+                out.append(f"{key} {f} {shown[0]} vs {shown[1]}")
+    return out
+
+
+def _check_compiler(sweep: "Sweep", compiler: str | None, where: str) -> None:
+    if compiler is not None and compiler not in sweep.compilers:
+        raise ConfigError(f"{where}: compiler {compiler} is not swept; add it to compilers ({', '.join(sweep.compilers)})")
 
 
 def _extended(path: Path, raw: dict[str, Any]) -> dict[str, Any]:

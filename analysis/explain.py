@@ -152,17 +152,22 @@ def explain(cell: Cell, sweep: config.Sweep, counts: pd.DataFrame, prov: pd.Data
     funcs = [f for f in run_n["inscount"].get("roi_functions") or []]
     lines += ["## Functions executed inside the ROI (size n run)", "", "| function | instructions | SVE |", "|---|---|---|"]
     lines += [f"| `{f['symbol']}` | {f['total']} | {f['sve']} |" for f in funcs] + [""]
-    candidates = [f["symbol"] for f in funcs if f["symbol"] not in SKIP_FUNCS] or \
-        [f["symbol"] for f in funcs if f["symbol"] == "main"]  # a kernel inlined into main(): its loop is there
-    lines += _hot_loop(binary, candidates, run_n, run_0, cell, row)
+    lines += _hot_loop(binary, roi_functions(run_n), run_n, run_0, cell, row)
     lines += ["## Class breakdown", ""] + _metric_table(rows, "roi_net.class.", "class")
     lines += ["## Opcodes (mnemonics)", ""] + _metric_table(rows, "roi_net.op.", "mnemonic")
     lines += ["## Memory (ROI)", ""] + _metric_table(rows, "roi_net.mem.", "class.measure")
     return "\n".join(lines) + "\n"
 
 
-def _hot_loop(binary: Path, functions: list[str], run_n: dict[str, Any], run_0: dict[str, Any], cell: Cell,
-              row: config.KernelRow) -> list[str]:
+@dataclass(frozen=True)
+class HotLoop:
+    function: str
+    branch: Insn
+    body: list[Insn]
+    iterations: int  # back-edge executions at size n minus at size 0
+
+
+def hot_loop(binary: Path, functions: list[str], run_n: dict[str, Any], run_0: dict[str, Any]) -> HotLoop | None:
     """The loop of the ROI: in the functions by instructions executed, the first loop whose
     back edge ran (a callee such as memcpy may run straight-line code on every call)."""
     counts_n = {int(e["encoding"], 16): e["count"] for e in run_n["opcodes"]["roi"]}
@@ -171,12 +176,33 @@ def _hot_loop(binary: Path, functions: list[str], run_n: dict[str, Any], run_0: 
         found = [(b, body, counts_n.get(b.word, 0) - counts_0.get(b.word, 0)) for b, body in loops(disassemble(binary, func))]
         found = [f for f in found if f[2] > 0]
         if found:
-            break
-    else:
+            # Several loops: the one whose back edge ran most (its encoding is unique enough in the ROI).
+            branch, body, taken = max(found, key=lambda f: f[2])
+            return HotLoop(func, branch, body, taken)
+    return None
+
+
+def roi_functions(run: dict[str, Any]) -> list[str]:
+    """The ROI's functions to look for the hot loop in, by instructions executed."""
+    funcs = [f["symbol"] for f in run["inscount"].get("roi_functions") or []]
+    # A kernel inlined into main(): its loop is there.
+    return [f for f in funcs if f not in SKIP_FUNCS] or [f for f in funcs if f == "main"]
+
+
+def cell_hot_loop(cell: Cell, sweep: config.Sweep, prov: pd.DataFrame) -> HotLoop | None:
+    """The hot loop of one counted cell (for the summary's per-iteration comparison)."""
+    p = prov[cell.matches(prov)].iloc[0]
+    run_n, run_0 = raw_run(sweep.results_dir, cell, p, cell.size), raw_run(sweep.results_dir, cell, p, 0)
+    return hot_loop(Path(p["binary"]), roi_functions(run_n), run_n, run_0)
+
+
+def _hot_loop(binary: Path, functions: list[str], run_n: dict[str, Any], run_0: dict[str, Any], cell: Cell,
+              row: config.KernelRow) -> list[str]:
+    found = hot_loop(binary, functions, run_n, run_0)
+    if found is None:
         return ["## Hot loop", "", f"No loop ran in the ROI's functions ({', '.join(functions) or 'none'}): "
                 "straight-line code only.", ""]
-    # Several loops: the one whose back edge ran most (its encoding is unique enough in the ROI).
-    branch, body, taken = max(found, key=lambda f: f[2])
+    func, branch, body, taken = found.function, found.branch, found.body, found.iterations
     out = [
         f"## Hot loop: `{func}`",
         "",
@@ -212,12 +238,14 @@ def cell_from_args(ns: argparse.Namespace, counts: pd.DataFrame) -> Cell:
 
 
 def discussed_cells(sweep: config.Sweep) -> list[Cell]:
-    """The cells results/summary.md discusses: each check's series at the smallest and the
-    largest VL of the VLA build (first CPU model, compiler and backend of the sweep)."""
+    """The cells results/summary.md discusses: the series of each check and of its conditions
+    at the smallest and the largest VL of the VLA build (first CPU model and backend of the
+    sweep; the check's compiler)."""
     cells: list[Cell] = []
     if not sweep.backends:  # a perf-only sweep counts nothing
         return cells
-    for chk in sweep.checks:
+    specs = [c for chk in sweep.checks for c in [chk, *(config.condition_check(chk, x) for x in chk.get("conditions", []))]]
+    for chk in specs:
         for key in ("numerator", "denominator", "series"):
             sel = chk.get(key)
             if not sel or "variant" not in sel:
@@ -227,7 +255,7 @@ def discussed_cells(sweep: config.Sweep) -> list[Cell]:
             family = sweep.table.row(sel["kernel"], sel["variant"]).family
             for vl in (min(sweep.vector_lengths), max(sweep.vector_lengths)):
                 cell = Cell(sel["kernel"], sel["variant"], op, dtype, "vla", next(iter(sweep.cpu_models)),
-                            sweep.backends[0], sweep.compilers[0], vl, sweep.sizes[family][0])
+                            sweep.backends[0], chk.get("compiler", sweep.compilers[0]), vl, sweep.sizes[family][0])
                 if cell not in cells:
                     cells.append(cell)
     return cells

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis import config, explain, table  # noqa: E402
+from analysis import config, explain, table, verdict  # noqa: E402
 
 METRIC = "roi_net.total"
 
@@ -34,6 +34,7 @@ class Series:
     label: str
     role: str
     size: int
+    compiler: str
     vla: pd.Series  # VL -> count
     vls: pd.Series
 
@@ -62,7 +63,8 @@ def select(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, sel: d
     kernel = sel["kernel"]
     variants = [sel["variant"]] if "variant" in sel else sweep.table.variants(kernel)
     df = counts[(counts["kernel"] == kernel) & (counts["metric"] == metric)]
-    df = df[(df["cpu_model"] == cpu) & (df["compiler"] == sweep.compilers[0]) & (df["backend"] == backend)]
+    compiler = (spec or {}).get("compiler", sweep.compilers[0])
+    df = df[(df["cpu_model"] == cpu) & (df["compiler"] == compiler) & (df["backend"] == backend)]
     if "op" in sel:
         df = df[df["op"] == sel["op"]]
     if "dtype" in sel:
@@ -83,7 +85,7 @@ def select(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, sel: d
             if op != config.NO_OP and "op" not in sel:
                 label += f" [{op} {dtype}]"
             out.append(Series(
-                kernel, v, op, dtype, label, row.role, size,
+                kernel, v, op, dtype, label, row.role, size, compiler,
                 g[g["build"] == "vla"].set_index("vl")["value"].sort_index(),
                 g[g["build"] == "vls"].set_index("vl")["value"].sort_index(),
             ))
@@ -231,6 +233,61 @@ def evaluate(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, sw
             "ours": ours, "result": "pass" if ok else "FAIL", "reason": reason, "note": check.get("note", "")}
 
 
+def own_line_name(check: dict[str, Any], sweep: config.Sweep) -> str:
+    """The check's own line in the verdict: its `line`, else compiler and variants."""
+    if "line" in check:
+        return check["line"]
+    variants = [check[k]["variant"] for k in ("numerator", "denominator", "series") if "variant" in check.get(k, {})]
+    return f"{check.get('compiler', sweep.compilers[0])}: {' / '.join(variants)}"
+
+
+def loop_facts(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep) -> str:
+    """Per-iteration instructions of the hot loop of each series of a count check at the
+    lowest VL (what `./harness explain` prints): where a ratio between two lines comes from."""
+    metric, backend, cpu = where(sweep, check)
+    if not metric.startswith("roi_net.") or backend == "gem5":
+        return ""
+    out = []
+    for key in ("numerator", "denominator", "series"):
+        if key not in check:
+            continue
+        for s in select(counts, prov, sweep, check[key], check):
+            vl = int(min(s.vla.index))
+            cell = explain.Cell(s.kernel, s.variant, s.op, s.dtype, "vla", cpu, backend, s.compiler, vl, s.size)
+            try:
+                loop = explain.cell_hot_loop(cell, sweep, prov)
+            except (config.ConfigError, FileNotFoundError, IndexError, KeyError):
+                loop = None
+            out.append(f"{s.compiler} {s.variant}: " + (
+                f"`{loop.function}` {len(loop.body)} insns per iteration x {loop.iterations} iterations at VL {vl}"
+                if loop else "no loop in the ROI's own code"))
+    return "; ".join(out)
+
+
+def claim(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep,
+          has_gem5: bool) -> dict[str, Any]:
+    """A check evaluated on its own line and on each of its conditions, with its verdict."""
+    not_run = None if has_gem5 or not is_gem5(check) else "gem5 not found, the cycle sweep did not run"
+    row = skipped(check) if not_run else evaluate(check, counts, prov, sweep)
+    own = verdict.Line(own_line_name(check, sweep), None if not_run else row["result"] == "pass", row["ours"])
+    lines, loops = [own], [f"{own.name}: {loop_facts(check, counts, prov, sweep)}"] if not not_run else []
+    for cond in check.get("conditions", []):
+        c = config.condition_check(check, cond)
+        factor = cond.get("factor") or "; ".join(config.condition_factors(sweep, check, cond))
+        try:
+            r = None if not_run else evaluate(c, counts, prov, sweep)
+        except ValueError:  # this sweep has no rows for the condition's line
+            r = None
+        lines.append(verdict.Line(cond["line"], None if r is None else r["result"] == "pass",
+                                  "no data" if r is None else r["ours"], factor, bool(cond.get("paper", False))))
+        if r is not None:
+            loops.append(f"{cond['line']}: {loop_facts(c, counts, prov, sweep)}")
+    row["verdict"] = verdict.decide(own, lines[1:], check.get("cause"), not_run)
+    row["lines"] = lines
+    row["loops"] = [x for x in loops if not x.endswith(": ")]
+    return row
+
+
 def gem5_context(counts: pd.DataFrame, s: Series, check: dict[str, Any], sweep: config.Sweep, vl: int) -> str:
     """IPC and cache misses of a gem5 series at one VL: what the cycle ratio comes from."""
     _, backend, cpu = where(sweep, check)
@@ -269,12 +326,29 @@ def agreement(counts: pd.DataFrame) -> pd.DataFrame:
         columns={"cpu_model_gem5": "system", "value_gem5": "gem5_insts", "value_qemu": "qemu_roi"})
 
 
+def verdict_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The summary's opening table (and the README's): claim, paper, ours, verdict."""
+    out = ["| claim | paper | ours | verdict |", "|---|---|---|---|"]
+    for r in rows:
+        cell = r["verdict"].text() if "verdict" in r else r["result"]
+        out.append(f"| Fig. {r['figure']}: {r['claim']} | {r['paper']} | {r['ours']} | {cell} |")
+    if not rows:
+        out.append("| (no checks configured) | | | |")
+    return out
+
+
 def write_summary(rows: list[dict[str, Any]], counts: pd.DataFrame, path: Path, sweep: config.Sweep,
                   agree: pd.DataFrame | None = None) -> None:
     flags = counts[(counts["metric"] == "roi_net.nonlinear") & (counts["value"] == 1)]
     cells = explain.discussed_cells(sweep)
     lines = [
         "# Summary: the paper's mechanical claims against this sweep",
+        "",
+        "Verdicts: `reproduced` (the harness as built gives the paper's number); `reproduced under the paper's "
+        "conditions` (a line with the paper's condition does, e.g. 2019's non-SVE memcpy; the pair names the one "
+        "factor); `differs: <cause>`, with the isolating pair: two lines that differ in one factor, and their numbers.",
+        "",
+        *verdict_table(rows),
         "",
         f"Sweep `{sweep.path}`; metric `{METRIC}` (ROI count at size n minus at size 0), VLA build, "
         f"CPU model {_first(list(sweep.cpu_models))}, compiler {sweep.compilers[0]}, backend {sweep.backends[0]}. "
@@ -288,9 +362,17 @@ def write_summary(rows: list[dict[str, Any]], counts: pd.DataFrame, path: Path, 
         lines.append(f"| {r['id']} | {r['figure']} | {r['claim']} | {r['paper']} | {r['ours']} | {r['result']} |")
     if not rows:
         lines.append("| (no checks configured) | | | | | |")
+    lines += ["", "## Lines per check (each condition differs from the check's own line in one factor)", "",
+              "| check | line | factor | ours | paper's number |", "|---|---|---|---|---|"]
+    for r in rows:
+        for ln in r.get("lines", []):
+            got = "no data" if ln.ok is None else ("yes" if ln.ok else "no")
+            lines.append(f"| {r['id']} | {ln.name}{' (paper)' if ln.paper else ''} | {ln.factor or '(own line)'} | "
+                         f"{ln.ours} | {got} |")
     lines += ["", "## Why (codegen per check)", ""]
     for r in rows:
         lines.append(f"- **{r['id']}** ({r['result']}): {r['reason']}." + (f" Note: {r['note']}" if r["note"] else ""))
+        lines += [f"  - hot loops, {x}" for x in r.get("loops", [])]
     if agree is not None and len(agree):
         from analysis.backends.gem5 import MARKER_INSTRUCTIONS
 
@@ -343,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise ValueError(f"figure {f['name']}: baseline selects {len(base)} series (need one)")
                 plot_ratio(f, base[0], series, fig_dir / f"{f['name']}_ratio.png", vls)
         has_gem5 = bool((counts["backend"] == "gem5").any())
-        rows = [evaluate(c, counts, prov, sweep) if has_gem5 or not is_gem5(c) else skipped(c) for c in sweep.checks]
+        rows = [claim(c, counts, prov, sweep, has_gem5) for c in sweep.checks]
         explain.write_cells(sweep, counts, prov, explain.discussed_cells(sweep), ns.summary.parent / "explain")
         write_summary(rows, counts, ns.summary, sweep, agreement(counts))
     except (config.ConfigError, ValueError, KeyError) as e:

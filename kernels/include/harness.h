@@ -44,6 +44,16 @@ enum { HARNESS_EXIT_OK = 0, HARNESS_EXIT_FAIL = 1, HARNESS_EXIT_USAGE = 2, HARNE
 #define HARNESS_NORETURN
 #endif
 
+/* The memcpy a kernel calls (the kernel table's `memcpy` field): glibc's memcpy, which
+ * IFUNC resolves for the CPU it runs on, unless the build defines HARNESS_MEMCPY as one of
+ * glibc's variants (`-DHARNESS_MEMCPY=__memcpy_generic`; Debian 12's static arm64 libc.a
+ * exports them as global symbols), which the kernel then calls directly whatever the CPU. */
+#ifdef HARNESS_MEMCPY
+void *HARNESS_MEMCPY(void *restrict dst, const void *restrict src, size_t n);
+#else
+#define HARNESS_MEMCPY memcpy
+#endif
+
 /* The VL (bits) this translation unit was built for with -msve-vector-bits, 0 for VLA. */
 #ifdef __ARM_FEATURE_SVE_BITS
 #define HARNESS_BUILT_SVE_BITS __ARM_FEATURE_SVE_BITS

@@ -1,0 +1,122 @@
+"""The kernel table's `memcpy` field: a row calls one of glibc's memcpy variants directly
+(the paper-era per-block `__memcpy_generic`, A64FX's `__memcpy_a64fx`), from the same source
+as the row on libc's IFUNC memcpy; each such line verifies its output at every VL it runs
+and has an exact count."""
+from __future__ import annotations
+
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from analysis import build, config, explain
+from conftest import PY, REPO, run_cell, run_plain
+
+ALL_VLS = list(range(128, 2049, 128))
+TABLE = config.load_table([REPO / "configs" / "kernels.yaml"])
+VECTOR_PARAMS = {d: (("dir", d), ("dtype", "float"), ("blocklen", 1), ("stride", 2)) for d in ("pack", "unpack")}
+
+
+def test_memcpy_field_names_the_symbol_and_only_variant_rows_get_a_define() -> None:
+    assert TABLE.row("pack", "blocks_generic").memcpy_symbol == "__memcpy_generic"
+    assert TABLE.row("copy", "memcpy_a64fx").memcpy_symbol == "__memcpy_a64fx"
+    assert TABLE.row("pack", "blocks_call").memcpy_symbol == "memcpy"
+    for compiler in ("gcc", "clang"):
+        assert "-DHARNESS_MEMCPY=__memcpy_generic" in build.kernel_flags(TABLE, "unpack", "blocks_generic", compiler)
+        # Rows on libc's memcpy keep the very flags (and so objects) they had before the field.
+        assert not [f for f in build.kernel_flags(TABLE, "pack", "blocks_call", compiler) if "HARNESS_MEMCPY" in f]
+    # The same source, one field apart: the pair isolates the memcpy.
+    a, b = TABLE.row("pack", "blocks_call"), TABLE.row("pack", "blocks_generic")
+    assert [f for f in config.ROW_FACTORS if getattr(a, f) != getattr(b, f)] == ["memcpy"]
+
+
+def _table_with(tmp_path: Path, **fields) -> Path:
+    row = {"kernel": "mine", "variant": "v", "family": "copy", "source": str(REPO / "kernels/copy/glibc_memcpy.c"),
+           "label": "x", "role": "extra", **fields}
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump({"families": {}, "kernels": [row]}))
+    sweep = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
+    sweep.update(extra_kernel_tables=["t.yaml"], results_dir=str(tmp_path / "r"), build_dir=str(tmp_path / "b"))
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
+    return tmp_path / "s.yaml"
+
+
+@pytest.mark.parametrize("fields, needle", [
+    ({"memcpy": "fast"}, "'fast' is not one of ['libc', 'generic', 'simd', 'sve', 'a64fx']"),
+    ({"memcpy": "generic", "host_native": True}, "memcpy: generic needs the static cross link; drop host_native"),
+])
+def test_bad_memcpy_field_is_one_line(tmp_path: Path, fields: dict, needle: str) -> None:
+    proc = subprocess.run([PY, "-m", "analysis.cli", "validate", "--config", str(_table_with(tmp_path, **fields))],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and needle in proc.stderr, proc.stderr
+    assert not (tmp_path / "r").exists() and not (tmp_path / "b").exists()
+
+
+def test_perf_builds_leave_out_variant_rows() -> None:
+    """Native builds link libc.so, which keeps glibc's variants local: no perf job for them."""
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    names = {j.binary.name for j in sweep.perf_jobs(sve=True, host=True)}
+    assert "pack-blocks_call" in names
+    assert not names & {"pack-blocks_generic", "unpack-blocks_generic", "copy-memcpy_a64fx"}
+
+
+@pytest.mark.parametrize("kernel, variant, size, params", [
+    ("copy", "memcpy_a64fx", 100003, ()),
+    ("copy", "memcpy_a64fx", 1 << 20, ()),
+    ("pack", "blocks_generic", 4000, VECTOR_PARAMS["pack"]),
+    ("unpack", "blocks_generic", 4000, VECTOR_PARAMS["unpack"]),
+])
+def test_variant_lines_verify_at_every_vl(binaries, kernel: str, variant: str, size: int, params: tuple) -> None:
+    """The driver checks the output against its scalar reference: ok at all 16 VLs, the same
+    checksum as the libc line."""
+    ref = {"copy": "glibc_memcpy", "pack": "blocks_call", "unpack": "blocks_call"}[kernel]
+    want = run_plain(binaries(kernel, ref), 256, size, params).stdout.split("checksum=")[1]
+    for vl in ALL_VLS:
+        proc = run_plain(binaries(kernel, variant), vl, size, params)
+        assert proc.returncode == 0 and proc.stdout.startswith(f"ok vl={vl} "), (vl, proc.stderr)
+        assert proc.stdout.split("checksum=")[1] == want, vl
+
+
+def _roi(rec: dict) -> int:
+    return rec["inscount"]["roi"]["total"]
+
+
+def test_a64fx_memcpy_closed_form_at_every_vl(binaries, plugin_dir) -> None:
+    """__memcpy_a64fx's loop (objdump: 20 instructions, 8 vectors per iteration) runs
+    ceil(n / (8 x VL bytes)) - 2 times on 1 MiB (its tail code copies the last two blocks),
+    and everything else is one constant at all 16 VLs: the count x VL is constant."""
+    b, n = binaries("copy", "memcpy_a64fx"), 1 << 20
+    rest = set()
+    for vl in ALL_VLS:
+        r_n, r_0 = run_cell(b, plugin_dir, vl, n), run_cell(b, plugin_dir, vl, 0)
+        assert r_n["inscount"]["roi_functions"][0]["symbol"] == "__memcpy_a64fx", vl
+        loop = explain.hot_loop(b, explain.roi_functions(r_n), r_n, r_0)
+        assert loop is not None and loop.function == "__memcpy_a64fx" and len(loop.body) == 20, vl
+        assert loop.iterations == math.ceil(n / (8 * vl // 8)) - 2, vl
+        rest.add(_roi(r_n) - _roi(r_0) - 20 * loop.iterations)
+    assert len(rest) == 1, rest
+
+
+@pytest.mark.parametrize("kernel", ["pack", "unpack"])
+def test_generic_per_block_closed_form_and_flat(binaries, plugin_dir, kernel: str) -> None:
+    """Per block: the block loop's body (objdump), copy_block's one tail branch and a fixed
+    number of __memcpy_generic instructions; no SVE; the same count at every VL, twice."""
+    b, params = binaries(kernel, "blocks_generic"), VECTOR_PARAMS[kernel]
+    counts = {}
+    for vl in ALL_VLS:
+        r = {n: run_cell(b, plugin_dir, vl, n, params, dtype="float") for n in (0, 4000, 1 << 20)}
+        funcs = {f["symbol"]: f["total"] for f in r[1 << 20]["inscount"]["roi_functions"]}
+        blocks = (1 << 20) // 4
+        loop = explain.hot_loop(b, explain.roi_functions(r[1 << 20]), r[1 << 20], r[0])
+        assert loop.function == "vector_kernel" and loop.iterations == blocks, vl
+        assert funcs["copy_block"] == blocks  # `b __memcpy_generic`: one instruction per block
+        per_call, left = divmod(funcs["__memcpy_generic"], blocks)
+        assert left == 0 and r[1 << 20]["inscount"]["roi"]["sve"] == 0, vl
+        per_block = len(loop.body) + 1 + per_call
+        assert _roi(r[1 << 20]) - _roi(r[4000]) == per_block * (blocks - 1000), vl
+        counts[vl] = _roi(r[1 << 20]) - _roi(r[0])
+    assert len(set(counts.values())) == 1, counts  # flat: the paper's Fig. 4 baseline
+    again = run_cell(b, plugin_dir, 384, 1 << 20, params, dtype="float")
+    assert _roi(again) - _roi(run_cell(b, plugin_dir, 384, 0, params, dtype="float")) == counts[384]
