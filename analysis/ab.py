@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import platform
 import re
 import shutil
 import statistics
@@ -252,6 +253,9 @@ def compare_perf(sweep: config.Sweep, a: Line, b: Line, sizes: list[int], runs: 
     if status is None or not status.host:
         raise toolchain.ToolchainError("; ".join(status.messages) if status else "perf: not available")
     for ln in (a, b):
+        isa = sweep.table.row(ln.kernel, ln.variant).host_isa
+        if isa and isa != platform.machine():
+            raise ConfigError(f"line '{ln.spec}' is {isa} code and this host is {platform.machine()}")
         if not sweep.table.row(ln.kernel, ln.variant).host_native:
             raise ConfigError(f"line '{ln.spec}' is not host_native in the kernel table: --perf times lines built for "
                               "this machine's ISA; pick a host_native row or compare counts (without --perf)")
@@ -360,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         if ns.perf and any(ln.compiler != "gcc" for ln in lines):
             raise ConfigError("--perf builds with the host's gcc: drop the COMPILER: prefix")
         if not ns.perf:
+            for ln in lines:
+                if base.table.row(ln.kernel, ln.variant).host_isa:
+                    raise ConfigError(f"line '{ln.spec}' is host-only code (host_isa in the kernel table): compare it with --perf")
             toolchain.preflight(sorted({ln.compiler for ln in lines}), ["qemu"])
         out = config.resolve_path(ns.out, REPO)
         out.mkdir(parents=True, exist_ok=True)

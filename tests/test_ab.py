@@ -56,6 +56,7 @@ def test_git_revision_of_the_kernel_source(tmp_path) -> None:
     (["buffer_is_zero sve", "buffer_is_zero/sve"], "KERNEL/VARIANT"),
     (["icc:buffer_is_zero/sve", "buffer_is_zero/sve"], "unknown compiler"),
     (["--perf", "buffer_is_zero/sve", "buffer_is_zero/scalar"], "not host_native"),
+    (["memcpy/x86_avx2", "memcpy/libc"], "compare it with --perf"),
 ])
 def test_bad_input_exit_2_before_any_work(tmp_path, args, needle) -> None:
     out = tmp_path / "out"
