@@ -18,7 +18,8 @@ driver and harness). Two modes:
 Writes `<out>/ab.md` (the table printed), `<out>/ab.png` and `<out>/ab.json` (every number,
 and for --perf the order the processes ran in). Exit status for CI: 0 when B is
 nowhere worse than A (more instructions at some VL, or slower with non-overlapping ranges),
-1 when it is, 2 on bad input (one line naming the fix, before any work).
+1 when it is, 2 on bad input (one line naming the fix, before any work), 3 when a line does
+not build or run (its message says which).
 """
 from __future__ import annotations
 
@@ -390,9 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, toolchain.ToolchainError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except RunError as e:
+    except RunError as e:  # not a verdict: a line did not build or run
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 3
     (out / "ab.md").write_text(text)
     (out / "ab.json").write_text(json.dumps({"a": a.spec, "b": b.spec, "worse": worse, **data}, indent=1) + "\n")
     shown = out.relative_to(REPO) if out.is_relative_to(REPO) else out

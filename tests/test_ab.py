@@ -100,3 +100,11 @@ def test_perf_identical_lines_interleaved_no_change(tmp_path) -> None:
     assert len(doc["samples"]["A:65536"]) == len(doc["samples"]["B:65536"]) == 8
     assert any(h["symbol"] == "buffer_is_zero" and h["a"] > 0 for h in doc["hot"]), doc["hot"]
     assert "-c 10000" in proc.stdout
+
+
+def test_line_that_fails_its_check_exits_3(tmp_path) -> None:
+    """Not a verdict: the broken line's FAIL line is reported and CI sees exit 3, not 1."""
+    proc, doc = harness_ab(tmp_path, "buffer_is_zero/scalar", "buffer_is_zero/always_zero", "--vl", "128", "--size", "4096")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "FAIL" in proc.stderr and "always_zero" in proc.stderr
+    assert not doc
