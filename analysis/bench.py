@@ -8,11 +8,13 @@ writes results/bench.json; it asserts nothing (timing belongs here, not in the t
    where gem5 is found: the default cycle sweep on that tree (target < 30 min) and gem5's
    simulated instructions per host second, O3 and fast-forward;
 5. the default sweep's perf measurements (host baselines here, SVE runs on A64FX);
-6. plugin overhead: a kernel whose plain QEMU run takes >= 2 s, plain vs all three
+6. the memcpy family sweep (configs/memcpy.yaml) from a clean tree: counts at every VL, then
+   its host timing under perf;
+7. plugin overhead: a kernel whose plain QEMU run takes >= 2 s, plain vs all three
    counting clients, median of 5 (target < 1.3x);
-7. where slurm-wlm is installed: the tiny and the default sweep through the local Slurm beside the
+8. where slurm-wlm is installed: the tiny and the default sweep through the local Slurm beside the
    local run, and their re-run with nothing changed (--skip-slurm-default: the tiny one only);
-8. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full.
+9. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full.
 """
 from __future__ import annotations
 
@@ -70,6 +72,20 @@ def perf_measurements(work: Path, cores: int) -> dict[str, Any] | None:
         return None
     return {"seconds": round(sweep_time("configs/default.yaml", work, cores, gem5=False, target="perf_all"), 1),
             "jobs": len(p.jobs), "processes": p.processes, "sve": p.status.sve, "host": p.status.host}
+
+
+def memcpy_family(work: Path, cores: int) -> dict[str, Any]:
+    """The memcpy family sweep (configs/memcpy.yaml) from a clean tree: its counts at every VL
+    (gem5 hidden), then its host timing under perf where perf can count."""
+    cfg = "configs/memcpy.yaml"
+    sweep = config.load(REPO / cfg)
+    out: dict[str, Any] = {"config": cfg, "runs": sum(len(j.runs) for j in sweep.jobs()),
+                           "counts_s": round(sweep_time(cfg, work, cores, gem5=False), 1)}
+    p = perf.plan(sweep)
+    if p and p.jobs:
+        out["perf_s"] = round(sweep_time(cfg, work, cores, gem5=False, target="perf_all"), 1)
+        out["perf_processes"] = p.processes
+    return out
 
 
 def overhead(work: Path, cores: int, repeats: int = 5) -> dict[str, Any]:
@@ -198,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
             pm = report["perf"]
             print(f"perf measurements of the default sweep: {pm['seconds']} s for {pm['processes']} processes "
                   f"({pm['jobs']} jobs; SVE: {pm['sve']}, host baselines: {pm['host']})", flush=True)
+        report["memcpy_family"] = mf = memcpy_family(work / "memcpy", ns.cores)
+        print(f"memcpy family sweep, clean tree: counts {mf['counts_s']} s for {mf['runs']} runs"
+              + (f", perf {mf['perf_s']} s for {mf['perf_processes']} processes" if "perf_s" in mf else ""), flush=True)
         report["overhead"] = overhead(work / "default", ns.cores)
         o = report["overhead"]
         print(f"plugin overhead: {o['counted_median_s']} s / {o['plain_median_s']} s = {o['ratio']}x (target < 1.3x)", flush=True)

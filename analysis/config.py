@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,7 @@ class KernelRow:
     host_native: bool = False
     extra_sources: tuple[Path, ...] = ()
     memcpy: str = "libc"  # which memcpy HARNESS_MEMCPY calls: libc (IFUNC) or a glibc variant
+    host_isa: str | None = None  # host-only code for this ISA (platform.machine()): never cross-built
 
     @property
     def name(self) -> str:
@@ -177,7 +179,8 @@ class Sweep:
         """Expand the selections into one Job per (binary, cpu model)."""
         jobs: list[Job] = []
         for sel in self.selections:
-            row_list = [self.table.row(sel["kernel"], v) for v in sel["variants"]]
+            # Host-only rows (x86-64 intrinsics) are measured by perf, never cross-built or counted.
+            row_list = [r for r in (self.table.row(sel["kernel"], v) for v in sel["variants"]) if not r.host_isa]
             for row, compiler, backend, build, (cpu, cpu_vls) in itertools.product(
                 row_list, self.compilers, self.backends, self.builds(), self.cpu_models.items()
             ):
@@ -206,6 +209,8 @@ class Sweep:
             compilers = g.get("compilers", self.compilers)
             for variant, compiler, name in itertools.product(sel["variants"], compilers, g.get("systems", ["paper"])):
                 row = self.table.row(sel["kernel"], variant)
+                if row.host_isa:
+                    continue
                 vls = [v for v in g.get("vector_lengths", GEM5_VLS) if v in systems[name]["vector_lengths"]]
                 runs = tuple(
                     Run(vl, size, op, dtype, run_params(self.table, row, op, dtype))
@@ -226,6 +231,8 @@ class Sweep:
             for variant, (build, vls) in itertools.product(sel["variants"], builds):
                 row = self.table.row(sel["kernel"], variant)
                 if build == "host" and not row.host_native:
+                    continue
+                if row.host_isa and (build != "host" or row.host_isa != platform.machine()):
                     continue
                 if row.memcpy != "libc":  # native builds link libc.so, which hides glibc's variants
                     continue
@@ -339,6 +346,7 @@ def load_table(paths: list[Path]) -> KernelTable:
                 bool(r.get("host_native", False)),
                 extra_sources=tuple(resolve_path(x, base) for x in r.get("extra_sources", [])),
                 memcpy=r.get("memcpy", "libc"),
+                host_isa=r.get("host_isa"),
             )
             if any(x.kernel == row.kernel and x.variant == row.variant for x in rows):
                 raise ConfigError(f"{path}: kernel {row.kernel} variant {row.variant} is declared twice")
@@ -349,6 +357,8 @@ def load_table(paths: list[Path]) -> KernelTable:
         for src in (row.source, *row.extra_sources):
             if not src.exists():
                 raise ConfigError(f"kernel {row.name}: source {src} does not exist")
+        if row.host_isa and not row.host_native:
+            raise ConfigError(f"kernel {row.name}: host_isa: {row.host_isa} is host-only code; add host_native: true")
         # glibc's variants are global only in the static libc.a; libc.so (the MPI and the
         # native perf builds link it) keeps them local.
         if row.memcpy != "libc" and (row.host_native or families[row.family].mpi):

@@ -36,10 +36,12 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def all_sweep(work: Path) -> config.Sweep:
     """Every static kernel of the table. The MPI rows need the arm64 Open MPI (./harness setup
-    --with-mpi), which the default suite must not require: tests/test_mpi.py covers them."""
+    --with-mpi), which the default suite must not require: tests/test_mpi.py covers them. Host-only
+    rows (host_isa: x86-64 intrinsics) are never cross-built: tests/test_beyond.py builds them."""
     sweep = config.load(ALL, {"build_dir": str(work / "build"), "results_dir": str(work / "results")})
     fams = sweep.table.families
-    sweep.table = dataclasses.replace(sweep.table, rows=tuple(r for r in sweep.table.rows if not fams[r.family].mpi))
+    sweep.table = dataclasses.replace(sweep.table, rows=tuple(r for r in sweep.table.rows
+                                                              if not fams[r.family].mpi and not r.host_isa))
     return sweep
 
 

@@ -32,6 +32,10 @@ def cells(table) -> list[tuple[str, str, int, tuple]]:
                     size = bl * {"float": 4, "double": 8}[dtype] * 1000
                     out.append((row.kernel, row.variant, size,
                                 base + (("dtype", dtype), ("blocklen", bl), ("stride", stride))))
+        elif row.family == "memcpy":
+            out += [(row.kernel, row.variant, n, base + (("src_offset", 0), ("dst_offset", 0))) for n in (100003, 65536)]
+        elif row.family == "zero":
+            out += [(row.kernel, row.variant, n, base + (("where", w),)) for n in (100003, 65536) for w in ("none", "end")]
         elif row.family == "reduce":
             for op, spec in fam.ops.items():
                 for dtype in spec.dtypes:

@@ -1,0 +1,110 @@
+"""`./harness ab`: exact count deltas, interleaved perf runs, git revisions, bad input."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis import ab
+from analysis.backends import perf
+from analysis import config
+from conftest import PY, REPO
+
+FIXTURE = REPO / "tests" / "fixtures" / "ab" / "sweep.yaml"
+
+
+def harness_ab(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    proc = subprocess.run([PY, "-m", "analysis.ab", *args, "--config", str(FIXTURE), "--out", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True)
+    doc = json.loads((tmp_path / "ab.json").read_text()) if (tmp_path / "ab.json").exists() else {}
+    return proc, doc
+
+
+def test_identical_lines_no_change_exit_0(tmp_path) -> None:
+    proc, doc = harness_ab(tmp_path, "buffer_is_zero/sve", "buffer_is_zero/sve", "--vl", "128,2048", "--size", "4096")
+    assert proc.returncode == 0, proc.stderr
+    assert [r["verdict"] for r in doc["rows"]] == ["no change"] * 2
+    assert "| 128 | 4096 |" in proc.stdout and (tmp_path / "ab.png").stat().st_size > 0
+
+
+def test_extra_pass_counts_twice_exit_1(tmp_path) -> None:
+    """B runs the scalar kernel twice: exactly twice A's ROI net count, at every VL; CI fails."""
+    proc, doc = harness_ab(tmp_path, "buffer_is_zero/scalar", "buffer_is_zero/scalar_twice", "--vl", "128,1152",
+                           "--size", "4096,65536")
+    assert proc.returncode == 1, proc.stderr
+    assert len(doc["rows"]) == 4
+    for r in doc["rows"]:
+        assert r["b"] == 2 * r["a"] and r["verdict"] == "more instructions", r
+    assert "B is worse than A" in proc.stdout
+
+
+def test_git_revision_of_the_kernel_source(tmp_path) -> None:
+    """The source at HEAD (committed) against the working tree's: the same code, no change."""
+    proc, doc = harness_ab(tmp_path, "buffer_is_zero/sve@HEAD", "buffer_is_zero/sve", "--vl", "256", "--size", "65536")
+    assert proc.returncode == 0, proc.stderr
+    assert doc["rows"][0]["delta"] == 0 and doc["rows"][0]["a"] > 0
+    assert list(tmp_path.glob("rev-*/kernels/zero/sve.c"))
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["buffer_is_zero/nope", "buffer_is_zero/sve"], "unknown variant"),
+    (["buffer_is_zero/sve@no-such-rev", "buffer_is_zero/sve"], "not a git revision"),
+    (["buffer_is_zero/sve", "buffer_is_zero/sve", "--vl", "100"], "VL 100"),
+    (["buffer_is_zero/sve", "buffer_is_zero/sve", "--size", "0"], "--size"),
+    (["buffer_is_zero sve", "buffer_is_zero/sve"], "KERNEL/VARIANT"),
+    (["icc:buffer_is_zero/sve", "buffer_is_zero/sve"], "unknown compiler"),
+    (["--perf", "buffer_is_zero/sve", "buffer_is_zero/scalar"], "not host_native"),
+    (["memcpy/x86_avx2", "memcpy/libc"], "compare it with --perf"),
+])
+def test_bad_input_exit_2_before_any_work(tmp_path, args, needle) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run([PY, "-m", "analysis.ab", *args, "--config", str(FIXTURE), "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (out / "ab.json").exists()
+
+
+@pytest.mark.parametrize("a, b, want", [
+    ([10, 11, 12], [11.5, 13, 14], "no change"),   # ranges overlap
+    ([10, 11, 12], [12.5, 13, 14], "slower"),
+    ([10, 11, 12], [7, 8, 9.9], "faster"),
+    ([5, 5, 5], [5, 5, 5], "no change"),
+])
+def test_verdict_is_range_overlap(a, b, want) -> None:
+    assert ab.verdict(a, b) == want
+    s = ab.summary(a, b)
+    assert s["a_min"] <= s["a_avg"] <= s["a_max"] and s["change_pct"] == pytest.approx(100 * (sum(b) / 3 - sum(a) / 3) / (sum(a) / 3))
+
+
+
+def _perf_sweep() -> config.Sweep:
+    sweep = config.load(FIXTURE)
+    sweep.raw = {**sweep.raw, "perf": {"events": ["task-clock"], "sizes": {"zero": [4096]}}}
+    return sweep
+
+
+def test_perf_identical_lines_interleaved_no_change(tmp_path) -> None:
+    """Two identical host lines, A and B interleaved: every verdict 'no change', exit 0, and
+    per-symbol sample counts at a fixed period that include the kernel."""
+    status = perf.detect(_perf_sweep())
+    if not status.host:
+        pytest.skip("; ".join(status.messages))
+    proc, doc = harness_ab(tmp_path, "--perf", "buffer_is_zero/scalar", "buffer_is_zero/scalar", "--size", "65536",
+                           "--runs", "8", "--calls", "5")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert doc["order"] == ["A", "B"] * 8
+    assert [r["verdict"] for r in doc["rows"]] == ["no change"]
+    assert len(doc["samples"]["A:65536"]) == len(doc["samples"]["B:65536"]) == 8
+    assert any(h["symbol"] == "buffer_is_zero" and h["a"] > 0 for h in doc["hot"]), doc["hot"]
+    assert "-c 10000" in proc.stdout
+
+
+def test_line_that_fails_its_check_exits_3(tmp_path) -> None:
+    """Not a verdict: the broken line's FAIL line is reported and CI sees exit 3, not 1."""
+    proc, doc = harness_ab(tmp_path, "buffer_is_zero/scalar", "buffer_is_zero/always_zero", "--vl", "128", "--size", "4096")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "FAIL" in proc.stderr and "always_zero" in proc.stderr
+    assert not doc
