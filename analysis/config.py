@@ -27,6 +27,7 @@ DTYPE_SIZE = {
 }
 NO_OP = "-"  # the op column of kernels that are not reductions
 GEM5_VLS = (128, 256, 512, 1024, 2048)
+NOSVE = "nosve"  # the build of rows declared `sve: false` (-march=armv8-a)
 PERF_VLS = (128, 256, 512)  # what A64FX offers
 
 
@@ -53,7 +54,8 @@ class Family:
     params: dict[str, Any]
     ops: dict[str, OpSpec]
     traffic: dict[str, float]  # bytes read/written per call as multiples of size; {} = undeclared
-    mpi: bool = False  # links the arm64 Open MPI (analysis/mpi.py)
+    mpi: bool = False  # links an arm64 Open MPI (analysis/mpi.py)
+    mpi_library: str = "debian"  # which one: analysis.mpi.LIBRARIES
     cflags: tuple[str, ...] = ()
 
 
@@ -70,6 +72,8 @@ class KernelRow:
     expect: dict[str, Any]
     host_native: bool = False
     extra_sources: tuple[Path, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # guest environment of its runs, besides the family's
+    sve: bool = True  # False: built without SVE (build NOSVE) and run under -cpu <model>,sve=off
 
     @property
     def name(self) -> str:
@@ -128,9 +132,10 @@ class Run:
     op: str
     dtype: str
     params: tuple[tuple[str, Any], ...]
+    sve: bool = True  # False: the CPU has no SVE; the binary is told VL 0 (the table keeps `vl`)
 
     def argv(self) -> list[str]:
-        return [f"{self.vl:04d}", f"{self.size:012d}"] + [f"{k}={v}" for k, v in self.params]
+        return [f"{self.vl if self.sve else 0:04d}", f"{self.size:012d}"] + [f"{k}={v}" for k, v in self.params]
 
 
 @dataclass(frozen=True)
@@ -171,13 +176,17 @@ class Sweep:
             for row, compiler, backend, build, (cpu, cpu_vls) in itertools.product(
                 row_list, self.compilers, self.backends, self.builds(), self.cpu_models.items()
             ):
+                if not row.sve:  # one build without SVE instead of the VLA/VLS ones
+                    if build != "vla":
+                        continue
+                    build = NOSVE
                 binary = Binary(compiler, build, backend, row.kernel, row.variant)
                 vls = [binary.vls_bits] if binary.vls_bits else list(self.vector_lengths)
                 vls = [v for v in vls if v in cpu_vls]
                 if not vls:
                     continue
                 runs = [
-                    Run(vl, size, op, dtype, run_params(self.table, row, op, dtype))
+                    Run(vl, size, op, dtype, run_params(self.table, row, op, dtype), sve=row.sve)
                     for vl in vls
                     for op, dtype in sel["op_dtypes"]
                     for size in self.run_sizes(row.family)
@@ -302,7 +311,8 @@ def load_table(paths: list[Path]) -> KernelTable:
             families[name] = Family(
                 name, f["description"], resolve_path(f["driver"], base) if "driver" in f else None, f["size"], f["layout"],
                 tuple(f.get("dtypes", [])), dict(f.get("params", {})), ops, dict(f.get("traffic", {})),
-                mpi=bool(f.get("mpi", False)), cflags=tuple(f.get("cflags", [])),
+                mpi=bool(f.get("mpi", False)), mpi_library=f.get("mpi_library", "debian"),
+                cflags=tuple(f.get("cflags", [])),
             )
         for r in doc["kernels"]:
             row = KernelRow(
@@ -311,6 +321,7 @@ def load_table(paths: list[Path]) -> KernelTable:
                 dict(r.get("params", {})), r["label"], r["role"], dict(r.get("expect", {})),
                 bool(r.get("host_native", False)),
                 extra_sources=tuple(resolve_path(x, base) for x in r.get("extra_sources", [])),
+                env=tuple(sorted((r.get("env") or {}).items())), sve=bool(r.get("sve", True)),
             )
             if any(x.kernel == row.kernel and x.variant == row.variant for x in rows):
                 raise ConfigError(f"{path}: kernel {row.kernel} variant {row.variant} is declared twice")

@@ -1,0 +1,228 @@
+"""Fig. 10 on Open MPI 5.0.9 (its NEON/SVE op component, ompi/mca/op/aarch64): one source and
+one library for three lines, the component off (stock C loop), on (SVE), and on under a CPU
+without SVE (NEON). Each line verifies its output at every VL the sweep runs, the ROI's
+opcodes prove which implementation ran, counts repeat exactly, and the source check of
+setup/ompi5.sh refuses what is not the pinned release.
+
+All but the source checks need the build (./harness setup --with-ompi5) and skip without it.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from analysis import build, config, decode, mpi
+from analysis.backends import qemu
+from conftest import REPO, snakemake
+from disasm import OBJDUMP, run
+
+MPI_SWEEP = REPO / "configs" / "mpi.yaml"
+OMPI5 = mpi.library("ompi5")
+needs_ompi5 = pytest.mark.skipif(not OMPI5.installed(), reason=f"Open MPI 5 is not built (run {OMPI5.fix})")
+KERNEL = "mpi5_reduce"
+MAX_FLOAT = (("op", "max"), ("dtype", "float"), ("nan", 1))
+SIZE = 65536  # bytes of each array: 16384 floats
+SVE_REG = re.compile(r"\b[zp]\d+\.[bhsdq]\b|\b(whilelo|ptrue|rdvl|incw|cntw)\b")
+
+
+@pytest.fixture(scope="module")
+def sweep(work: Path) -> config.Sweep:
+    return config.load(MPI_SWEEP, {"build_dir": str(work / "build"), "results_dir": str(work / "mpi5-results")})
+
+
+@pytest.fixture(scope="module")
+def rows(sweep: config.Sweep) -> list[config.KernelRow]:
+    return [r for r in sweep.table.rows if r.kernel == KERNEL]
+
+
+def build_of(row: config.KernelRow) -> str:
+    return "vla" if row.sve else config.NOSVE
+
+
+@pytest.fixture(scope="module")
+def mpi5_bin(sweep: config.Sweep, rows) -> Callable[[str], Path]:
+    """The three rows' binaries (QEMU markers) and the plugins, built through the workflow."""
+    bd = sweep.build_dir
+    targets = [str(build.binary_path(bd, "gcc", build_of(r), "qemu", r.name)) for r in rows]
+    targets += [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
+    proc = snakemake(MPI_SWEEP, bd, sweep.results_dir, targets)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    by_variant = {r.variant: r for r in rows}
+    return lambda variant: build.binary_path(bd, "gcc", build_of(by_variant[variant]), "qemu", f"{KERNEL}-{variant}")
+
+
+def plain_run(binary: Path, run_: config.Run, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The runner's QEMU command without plugins."""
+    cmd = qemu.qemu_command(binary, "max", run_, Path("/nonexistent"), binary.parent, env)
+    cmd = [w for i, w in enumerate(cmd) if w != "-plugin" and (i == 0 or cmd[i - 1] != "-plugin")]
+    return subprocess.run(cmd, cwd=binary.parent, capture_output=True, text=True)
+
+
+def roi_ops(rec: dict) -> Counter[str]:
+    """The ROI's executed instructions as objdump text (mnemonic and operands), with counts."""
+    encs = [int(e["encoding"], 16) for e in rec["opcodes"]["roi"]]
+    text = decode.decode(encs)
+    return Counter({text[int(e["encoding"], 16)]: e["count"] for e in rec["opcodes"]["roi"]})
+
+
+@needs_ompi5
+def test_each_line_verifies_its_output_at_every_vl(mpi5_bin, sweep, rows) -> None:
+    """Stock, NEON and SVE check MPI_Reduce_local's result against the scalar reference at every
+    VL of the sweep, and all produce the same bytes; the NEON line's binary is told VL 0."""
+    sums = {}
+    for row in rows:
+        env = mpi.run_env(sweep.table, KERNEL, row.variant)
+        for vl in sweep.vector_lengths:
+            r = config.Run(vl, SIZE + 8, "max", "float", MAX_FLOAT, sve=row.sve)
+            proc = plain_run(mpi5_bin(row.variant), r, env)
+            assert proc.returncode == 0, (row.name, vl, proc.stderr[-2000:])
+            assert proc.stdout.startswith(f"ok vl={vl if row.sve else 0} "), (row.name, vl, proc.stdout)
+            sums[(row.variant, vl)] = proc.stdout.split("checksum=")[1].strip()
+    assert len(sums) == 3 * len(sweep.vector_lengths) and len(set(sums.values())) == 1, sums
+
+
+@needs_ompi5
+def test_the_op_rows_run_the_implementation_they_declare(mpi5_bin, sweep, rows, plugin_dir_mpi5) -> None:
+    """From the ROI's opcodes: SVE whilelo/fmax on z registers when the component is on, AdvSIMD
+    fmax v.4s on a CPU without SVE, neither with the component excluded (the kernel table's
+    expect: sve_in_roi, roi_has, roi_lacks); the SVE line's loop shrinks with VL."""
+    for row in rows:
+        env = mpi.run_env(sweep.table, KERNEL, row.variant)
+        for vl in (128, 2048):
+            rec = qemu.run_once(mpi5_bin(row.variant), "max", config.Run(vl, SIZE, "max", "float", MAX_FLOAT, sve=row.sve),
+                                plugin_dir_mpi5, env)
+            ops = roi_ops(rec)
+            sve = rec["inscount"]["roi"]["sve"]
+            assert (sve > 0) == row.expect["sve_in_roi"], (row.name, vl, sve)
+            for pat in row.expect.get("roi_has", []):
+                assert any(re.search(pat, t) for t in ops), (row.name, vl, pat, ops.most_common(12))
+            for pat in row.expect.get("roi_lacks", []):
+                assert not any(re.search(pat, t) for t in ops), (row.name, vl, pat, ops.most_common(12))
+    # The declarations themselves are the ones the issue names.
+    by = {r.variant: r for r in rows}
+    assert not by["stock"].expect["sve_in_roi"] and by["sve"].expect["sve_in_roi"] and not by["neon"].sve
+    assert dict(by["stock"].env) == {"OMPI_MCA_op": "^aarch64"} and not by["sve"].env and not by["neon"].env
+
+
+@pytest.fixture(scope="module")
+def plugin_dir_mpi5(mpi5_bin, sweep) -> Path:
+    return build.plugin_path(sweep.build_dir, "inscount").parent
+
+
+@needs_ompi5
+def test_counts_repeat_and_follow_the_vector_length(mpi5_bin, sweep, rows, plugin_dir_mpi5) -> None:
+    """ROI counts (total, SVE, opcodes) are identical over two runs; stock and NEON do not depend
+    on VL, SVE's work per float falls as 1/VL: 16x fewer instructions at 2048 than at 128 for the
+    loop (net of size 0, two sizes: the per-element cost is exact)."""
+    nets: dict[tuple[str, int], int] = {}
+    for row in rows:
+        env = mpi.run_env(sweep.table, KERNEL, row.variant)
+        for vl in (128, 2048):
+            recs = {}
+            for n in (0, SIZE, 2 * SIZE):
+                a, b = (qemu.run_once(mpi5_bin(row.variant), "max", config.Run(vl, n, "max", "float", MAX_FLOAT, sve=row.sve),
+                                      plugin_dir_mpi5, env) for _ in range(2))
+                assert a["inscount"]["roi"] == b["inscount"]["roi"], (row.name, vl, n)
+                assert a["opcodes"]["roi"] == b["opcodes"]["roi"], (row.name, vl, n)
+                recs[n] = a["inscount"]["roi"]["total"]
+            assert recs[2 * SIZE] - recs[SIZE] == recs[SIZE] - recs[0], (row.name, vl, recs)  # linear in size
+            nets[(row.variant, vl)] = recs[SIZE] - recs[0]
+    assert nets[("stock", 128)] == nets[("stock", 2048)]
+    assert nets[("neon", 128)] == nets[("neon", 2048)]
+    assert nets[("sve", 128)] == 16 * nets[("sve", 2048)], nets
+    assert nets[("stock", 128)] > nets[("neon", 128)] > nets[("sve", 128)], nets
+
+
+@needs_ompi5
+def test_one_library_and_no_sve_of_our_own_in_the_neon_binary(mpi5_bin, sweep) -> None:
+    """All three lines load the same libmpi (RUNPATH to the Open MPI 5 build, which holds the op
+    component); the NEON line's own code holds no SVE instruction (it runs where rdvl traps)."""
+    for variant in ("stock", "sve", "neon"):
+        dyn = run(["aarch64-linux-gnu-readelf", "-d", str(mpi5_bin(variant))]).stdout
+        assert f"[{OMPI5.lib}]" in dyn and "libmpi.so.40" in dyn, (variant, dyn)
+    assert (OMPI5.lib / "openmpi" / "mca_op_aarch64.so").exists()
+    dis = run([OBJDUMP, "-d", str(mpi5_bin("neon"))]).stdout
+    assert not [ln for ln in dis.splitlines() if SVE_REG.search(ln)]
+    assert SVE_REG.search(run([OBJDUMP, "-d", str(mpi5_bin("sve"))]).stdout)  # the check can fail
+
+
+# --- setup/ompi5.sh refuses a source that is not the pinned release (no build needed) ---
+
+def ompi5_sh(tmp_path: Path, src: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache"), "OMPI_SRC": str(src)}
+    return subprocess.run([str(REPO / "setup" / "ompi5.sh")], env=env, capture_output=True, text=True)
+
+
+def fake_tree(path: Path) -> Path:
+    (path / "ompi").mkdir(parents=True)
+    (path / "VERSION").write_text("major=5\nminor=0\nrelease=9\n")
+    return path
+
+
+def test_ompi5_refuses_a_source_at_another_commit(tmp_path: Path) -> None:
+    src = fake_tree(tmp_path / "src")
+    git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "not the release"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    proc = ompi5_sh(tmp_path, src)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(err) == 1, proc.stderr
+    assert f"is at commit {head}, not v5.0.9 (b79100b3fbbf45b3c6ed82a6b67b6346f8cfdc41)" in err[0], err
+    assert not (tmp_path / "cache" / "ompi-v5.0.9" / "src").exists()  # nothing copied, nothing built
+
+
+def test_ompi5_refuses_a_tree_that_is_not_a_checkout(tmp_path: Path) -> None:
+    proc = ompi5_sh(tmp_path, fake_tree(tmp_path / "plain"))
+    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "is not a git checkout; clone tag v5.0.9 with --recursive" in proc.stderr
+    proc = ompi5_sh(tmp_path, tmp_path / "nothing")
+    assert proc.returncode != 0 and "is not an Open MPI source tree" in proc.stderr
+
+
+@pytest.mark.skipif(not os.environ.get("OMPI_SRC"), reason="needs OMPI_SRC (a v5.0.9 checkout with submodules)")
+def test_ompi5_refuses_a_submodule_at_another_commit(tmp_path: Path) -> None:
+    """The real tag with one submodule (prrte) replaced by a repository at another commit."""
+    src = tmp_path / "src"
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", os.environ["OMPI_SRC"], str(src)], check=True)
+    subprocess.run(["git", "-C", str(src), "-c", "advice.detachedHead=false", "checkout", "-q",
+                    "b79100b3fbbf45b3c6ed82a6b67b6346f8cfdc41", "--", "VERSION"], check=True)
+    subprocess.run(["git", "-C", str(src), "update-ref", "--no-deref", "HEAD", "b79100b3fbbf45b3c6ed82a6b67b6346f8cfdc41"], check=True)
+    (src / "ompi").mkdir()
+    for path in ("3rd-party/openpmix", "3rd-party/prrte", "config/oac"):
+        sub = Path(os.environ["OMPI_SRC"]) / path
+        subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(sub), str(src / path)], check=True)
+        want = subprocess.run(["git", "-C", str(sub), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        subprocess.run(["git", "-C", str(src / path), "update-ref", "--no-deref", "HEAD", want], check=True)
+    other = subprocess.run(["git", "-C", str(src / "3rd-party/prrte"), "rev-parse", "HEAD~1"], capture_output=True, text=True).stdout.strip()
+    subprocess.run(["git", "-C", str(src / "3rd-party/prrte"), "update-ref", "--no-deref", "HEAD", other], check=True)
+    proc = ompi5_sh(tmp_path, src)
+    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"submodule 3rd-party/prrte of {src} is at {other}, not the pinned 2e893392405afd914717a2c077accf1c1ec9ee55" in proc.stderr
+
+
+def test_sweep_without_the_build_skips_its_rows_in_one_line(monkeypatch, tmp_path: Path) -> None:
+    """No Open MPI 5 build: the sweep keeps every other row, check and figure and drops these,
+    saying so in one line that names the command."""
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "empty-cache"))
+    sweep = config.load(MPI_SWEEP)
+    assert [lib.name for lib in mpi.unbuilt(sweep)] == ["ompi5"]
+    msg = mpi.skip_message(mpi.unbuilt(sweep))
+    assert len(msg.splitlines()) == 1 and "./harness setup --with-ompi5" in msg
+    kept = mpi.without_unbuilt(sweep)
+    assert {s["kernel"] for s in kept.selections} == {s["kernel"] for s in sweep.selections} - {KERNEL}
+    assert all("ompi5" not in c["id"] for c in kept.checks) and len(kept.checks) < len(sweep.checks)
+    assert all("ompi5" not in f["name"] for f in kept.figures) and len(kept.figures) == len(sweep.figures) - 1
+    assert not [j for j in kept.jobs() if j.binary.kernel == KERNEL]
+    # The NEON row is its own build, run without SVE at every VL.
+    neon = [j for j in sweep.jobs() if j.binary.name == f"{KERNEL}-neon"]
+    assert [j.binary.build for j in neon] == [config.NOSVE]
+    assert {r.vl for r in neon[0].runs} == set(sweep.vector_lengths) and not any(r.sve for r in neon[0].runs)
+    assert neon[0].runs[0].argv()[0] == "0000"
