@@ -270,7 +270,7 @@ apt_install() {
     need_root_or_explain "apt-get install -y ${args[*]}"
     say "installing apt packages: $*"
     local log; log="$(mktemp)"
-    if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q "${args[@]}" >"$log" 2>&1; then
+    if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=900 -y -q "${args[@]}" >"$log" 2>&1; then
         tail -n 20 "$log" >&2
         die "apt-get install failed (full log: $log); fix apt, then rerun $ME"
     fi

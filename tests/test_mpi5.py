@@ -226,3 +226,18 @@ def test_sweep_without_the_build_skips_its_rows_in_one_line(monkeypatch, tmp_pat
     assert [j.binary.build for j in neon] == [config.NOSVE]
     assert {r.vl for r in neon[0].runs} == set(sweep.vector_lengths) and not any(r.sve for r in neon[0].runs)
     assert neon[0].runs[0].argv()[0] == "0000"
+
+
+def test_bench_says_why_without_the_mpi_libraries(monkeypatch, tmp_path: Path, capsys) -> None:
+    """bench's MPI part with neither library: nothing runs, each part says why in one line."""
+    import dataclasses
+
+    from analysis import bench
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(mpi, "DEBIAN", dataclasses.replace(mpi.DEBIAN, prefix=tmp_path / "no-openmpi"))
+    assert bench.mpi_timings(tmp_path / "work", 1) == {"ompi5_build_s": None, "mpi_sweep": None}
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == ["Open MPI 5 build: not measured (not built: run ./harness setup --with-ompi5)",
+                   "MPI sweep: skipped, no MPI library here (./harness setup --with-mpi, ./harness setup --with-ompi5)"]
+    assert not (tmp_path / "work").exists()
