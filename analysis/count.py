@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         env = mpi.run_env(sweep.table, ns.kernel, ns.variant)
         if env:
-            mpi.check(sweep)
+            mpi.check_row(sweep.table, ns.kernel, ns.variant)
             meta["versions"]["mpi"] = mpi.version(sweep.table, ns.kernel, ns.variant)
         if ns.backend == "gem5":
             gem5_bin = gem5.find_gem5(sweep)
