@@ -129,6 +129,7 @@ mkdir -p "$SRC" "$BUILD"
 jobs=$(nproc)
 say "building Open MPI $VERSION for aarch64 ($jobs jobs; about 40 minutes on 2 cores); log: $LOG"
 : >"$LOG"
+started=$(date +%s)
 if [[ ! -x "$SRC/configure" ]]; then
     (cd "$SRC" && ./autogen.pl --no-3rdparty hwloc,prrte,romio341) >>"$LOG" 2>&1 \
         || die "Open MPI's autogen.pl failed; see $LOG"
@@ -141,12 +142,13 @@ fi
     --without-ucx --without-ofi --without-cuda --without-psm2 --without-ucc --without-hcoll \
     --enable-mca-no-build=io-ompio,fcoll,fbtl,fs,sharedfp,coll-han,coll-adapt,topo-treematch,vprotocol) \
     >>"$LOG" 2>&1 || die "Open MPI's configure failed; see $LOG"
-grep -q '^#define OMPI_MCA_OP_HAVE_SVE 1' "$BUILD/ompi/include/ompi_config.h" 2>/dev/null \
+grep -q "^#define OMPI_MCA_OP_HAVE_SVE 1" "$BUILD/opal/include/opal_config.h" 2>/dev/null \
     || grep -q 'op_cv_sve_support=yes' "$BUILD/config.log" \
     || die "Open MPI's configure found no SVE support for the op/aarch64 component; see $BUILD/config.log"
 (cd "$BUILD" && make -j"$jobs" && make install) >>"$LOG" 2>&1 || die "the Open MPI build failed; see $LOG"
 [[ -f "$LIB" ]] || die "the Open MPI build ended without $LIB; see $LOG"
 [[ -f "$COMPONENT" ]] || die "the Open MPI build ended without the op/aarch64 component ($COMPONENT); see $LOG"
-printf 'version=%s\ncommit=%s\nsha256=%s\n' "$VERSION" "$PINNED_COMMIT" \
-    "$(sha256sum "$LIB" | cut -d' ' -f1)" >"$STAMP"
+# build_seconds: autogen (when the source has no configure yet), configure, make, install; read by bench.
+printf 'version=%s\ncommit=%s\nsha256=%s\nbuild_seconds=%s\n' "$VERSION" "$PINNED_COMMIT" \
+    "$(sha256sum "$LIB" | cut -d' ' -f1)" "$(( $(date +%s) - started ))" >"$STAMP"
 say "Open MPI $VERSION is built: $PREFIX"
