@@ -87,16 +87,32 @@ def test_each_line_verifies_its_output_at_every_vl(mpi5_bin, sweep, rows) -> Non
     assert len(sums) == 3 * len(sweep.vector_lengths) and len(set(sums.values())) == 1, sums
 
 
+@pytest.fixture(scope="module")
+def plugin_dir_mpi5(mpi5_bin, sweep) -> Path:
+    return build.plugin_path(sweep.build_dir, "inscount").parent
+
+
+@pytest.fixture(scope="module")
+def records(mpi5_bin, sweep, rows, plugin_dir_mpi5) -> dict[tuple[str, int, int], dict]:
+    """Each row counted at VL 128 and 2048, sizes 0 and SIZE (the runner's environment and CPU)."""
+    out = {}
+    for row in rows:
+        for vl in (128, 2048):
+            for n in (0, SIZE):
+                out[(row.variant, vl, n)] = qemu.run_once(
+                    mpi5_bin(row.variant), "max", config.Run(vl, n, "max", "float", MAX_FLOAT, sve=row.sve),
+                    plugin_dir_mpi5, mpi.run_env(sweep.table, KERNEL, row.variant))
+    return out
+
+
 @needs_ompi5
-def test_the_op_rows_run_the_implementation_they_declare(mpi5_bin, sweep, rows, plugin_dir_mpi5) -> None:
+def test_the_op_rows_run_the_implementation_they_declare(records, rows) -> None:
     """From the ROI's opcodes: SVE whilelo/fmax on z registers when the component is on, AdvSIMD
     fmax v.4s on a CPU without SVE, neither with the component excluded (the kernel table's
-    expect: sve_in_roi, roi_has, roi_lacks); the SVE line's loop shrinks with VL."""
+    expect: sve_in_roi, roi_has, roi_lacks)."""
     for row in rows:
-        env = mpi.run_env(sweep.table, KERNEL, row.variant)
         for vl in (128, 2048):
-            rec = qemu.run_once(mpi5_bin(row.variant), "max", config.Run(vl, SIZE, "max", "float", MAX_FLOAT, sve=row.sve),
-                                plugin_dir_mpi5, env)
+            rec = records[(row.variant, vl, SIZE)]
             ops = roi_ops(rec)
             sve = rec["inscount"]["roi"]["sve"]
             assert (sve > 0) == row.expect["sve_in_roi"], (row.name, vl, sve)
@@ -110,33 +126,22 @@ def test_the_op_rows_run_the_implementation_they_declare(mpi5_bin, sweep, rows, 
     assert dict(by["stock"].env) == {"OMPI_MCA_op": "^aarch64"} and not by["sve"].env and not by["neon"].env
 
 
-@pytest.fixture(scope="module")
-def plugin_dir_mpi5(mpi5_bin, sweep) -> Path:
-    return build.plugin_path(sweep.build_dir, "inscount").parent
-
-
 @needs_ompi5
-def test_counts_repeat_and_follow_the_vector_length(mpi5_bin, sweep, rows, plugin_dir_mpi5) -> None:
-    """ROI counts (total, SVE, opcodes) are identical over two runs; stock and NEON do not depend
-    on VL, SVE's work per float falls as 1/VL: 16x fewer instructions at 2048 than at 128 for the
-    loop (net of size 0, two sizes: the per-element cost is exact)."""
-    nets: dict[tuple[str, int], int] = {}
+def test_counts_repeat_and_follow_the_vector_length(records, mpi5_bin, sweep, rows, plugin_dir_mpi5) -> None:
+    """ROI counts (total, classes, opcodes) are identical over two runs; stock and NEON do not
+    depend on VL; the SVE line's net count is exactly 16x smaller at VL 2048 than at 128."""
     for row in rows:
-        env = mpi.run_env(sweep.table, KERNEL, row.variant)
-        for vl in (128, 2048):
-            recs = {}
-            for n in (0, SIZE, 2 * SIZE):
-                a, b = (qemu.run_once(mpi5_bin(row.variant), "max", config.Run(vl, n, "max", "float", MAX_FLOAT, sve=row.sve),
-                                      plugin_dir_mpi5, env) for _ in range(2))
-                assert a["inscount"]["roi"] == b["inscount"]["roi"], (row.name, vl, n)
-                assert a["opcodes"]["roi"] == b["opcodes"]["roi"], (row.name, vl, n)
-                recs[n] = a["inscount"]["roi"]["total"]
-            assert recs[2 * SIZE] - recs[SIZE] == recs[SIZE] - recs[0], (row.name, vl, recs)  # linear in size
-            nets[(row.variant, vl)] = recs[SIZE] - recs[0]
-    assert nets[("stock", 128)] == nets[("stock", 2048)]
-    assert nets[("neon", 128)] == nets[("neon", 2048)]
-    assert nets[("sve", 128)] == 16 * nets[("sve", 2048)], nets
-    assert nets[("stock", 128)] > nets[("neon", 128)] > nets[("sve", 128)], nets
+        again = qemu.run_once(mpi5_bin(row.variant), "max", config.Run(128, SIZE, "max", "float", MAX_FLOAT, sve=row.sve),
+                              plugin_dir_mpi5, mpi.run_env(sweep.table, KERNEL, row.variant))
+        first = records[(row.variant, 128, SIZE)]
+        assert again["inscount"]["roi"] == first["inscount"]["roi"], row.name
+        assert again["opcodes"]["roi"] == first["opcodes"]["roi"], row.name
+    net = {(v, vl): records[(v, vl, SIZE)]["inscount"]["roi"]["total"] - records[(v, vl, 0)]["inscount"]["roi"]["total"]
+           for v in ("stock", "neon", "sve") for vl in (128, 2048)}
+    assert net[("stock", 128)] == net[("stock", 2048)], net
+    assert net[("neon", 128)] == net[("neon", 2048)], net
+    assert net[("sve", 128)] == 16 * net[("sve", 2048)], net
+    assert net[("stock", 128)] > net[("neon", 128)] > net[("sve", 128)], net
 
 
 @needs_ompi5
