@@ -251,7 +251,7 @@ def run_params(table: KernelTable, row: KernelRow, op: str, dtype: str) -> tuple
         params.append(("dtype", dtype))
     params += list(fam.params.items())
     if op != NO_OP:
-        params.append(("nan", 1 if fam.ops[op].nan == "reference" else 0))
+        params.append(("nan", {"reference": 1, "ieee": 2}.get(fam.ops[op].nan, 0)))
     return tuple(params)
 
 
