@@ -28,6 +28,7 @@ DTYPE_SIZE = {
 NO_OP = "-"  # the op column of kernels that are not reductions
 GEM5_VLS = (128, 256, 512, 1024, 2048)
 NOSVE = "nosve"  # the build of rows declared `sve: false` (-march=armv8-a)
+IEEE_FILLS_FLAG = "-DREDUCE_IEEE_FILLS"  # kernels/reduce/driver.c: fills for FMAX/FMIN semantics
 PERF_VLS = (128, 256, 512)  # what A64FX offers
 
 
@@ -251,7 +252,7 @@ def run_params(table: KernelTable, row: KernelRow, op: str, dtype: str) -> tuple
         params.append(("dtype", dtype))
     params += list(fam.params.items())
     if op != NO_OP:
-        params.append(("nan", {"reference": 1, "ieee": 2}.get(fam.ops[op].nan, 0)))
+        params.append(("nan", 1 if fam.ops[op].nan == "reference" else 0))
     return tuple(params)
 
 
@@ -326,6 +327,9 @@ def load_table(paths: list[Path]) -> KernelTable:
             if any(x.kernel == row.kernel and x.variant == row.variant for x in rows):
                 raise ConfigError(f"{path}: kernel {row.kernel} variant {row.variant} is declared twice")
             rows.append(row)
+    for fam in families.values():
+        if any(o.nan == "ieee" for o in fam.ops.values()) and IEEE_FILLS_FLAG not in fam.cflags:
+            raise ConfigError(f"family {fam.name}: nan policy ieee needs cflags: [{IEEE_FILLS_FLAG}] (the driver's fills without signed zeros)")
     for row in rows:
         if row.family not in families:
             raise ConfigError(f"kernel {row.name}: unknown family '{row.family}'; known: {', '.join(families)}")

@@ -26,7 +26,7 @@ MPI_SWEEP = REPO / "configs" / "mpi.yaml"
 OMPI5 = mpi.library("ompi5")
 needs_ompi5 = pytest.mark.skipif(not OMPI5.installed(), reason=f"Open MPI 5 is not built (run {OMPI5.fix})")
 KERNEL = "mpi5_reduce"
-MAX_FLOAT = (("op", "max"), ("dtype", "float"), ("nan", 2))  # fills without NaN and signed zeros (ieee)
+MAX_FLOAT = (("op", "max"), ("dtype", "float"), ("nan", 0))  # and no signed zeros: -DREDUCE_IEEE_FILLS
 SIZE = 65536  # bytes of each array: 16384 floats
 SVE_REG = re.compile(r"\b[zp]\d+\.[bhsdq]\b|\b(whilelo|ptrue|rdvl|incw|cntw)\b")
 
@@ -248,3 +248,16 @@ def test_bench_says_why_without_the_mpi_libraries(monkeypatch, tmp_path: Path, c
     assert out == ["Open MPI 5 build: not measured (not built: run ./harness setup --with-ompi5)",
                    "MPI sweep: skipped, no MPI library here (./harness setup --with-mpi, ./harness setup --with-ompi5)"]
     assert not (tmp_path / "work").exists()
+
+
+def test_ieee_policy_needs_the_driver_flag(tmp_path: Path) -> None:
+    """A family whose MAX/MIN follow FMAX/FMIN (nan: ieee) must build its driver with
+    -DREDUCE_IEEE_FILLS (no signed zeros), else its rows would fail verification: refused early."""
+    text = (REPO / "configs" / "kernels.yaml").read_text()
+    assert text.count(", -DREDUCE_IEEE_FILLS]") == 1
+    bad = tmp_path / "kernels.yaml"
+    bad.write_text(text.replace(", -DREDUCE_IEEE_FILLS]", "]").replace("source: kernels/", f"source: {REPO}/kernels/")
+                   .replace("driver: kernels/", f"driver: {REPO}/kernels/").replace("extra_sources: [kernels/", f"extra_sources: [{REPO}/kernels/"))
+    with pytest.raises(config.ConfigError, match="family mpi5_reduce: nan policy ieee needs cflags: \\[-DREDUCE_IEEE_FILLS\\]"):
+        config.load_table([bad])
+    config.load_table([REPO / "configs" / "kernels.yaml"])
