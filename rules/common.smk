@@ -68,7 +68,7 @@ def find_job(wc, backend):
 
 wildcard_constraints:
     compiler="gcc|clang|native",
-    build=r"vla|vls\d+|host",
+    build=r"vla|vls\d+|host|nosve",
     backend="qemu|armie|gem5|perf",
     kernel="[a-z][a-z0-9_]*",
     variant="[a-z][a-z0-9_]*",

@@ -261,3 +261,51 @@ def test_ieee_policy_needs_the_driver_flag(tmp_path: Path) -> None:
     with pytest.raises(config.ConfigError, match="family mpi5_reduce: nan policy ieee needs cflags: \\[-DREDUCE_IEEE_FILLS\\]"):
         config.load_table([bad])
     config.load_table([REPO / "configs" / "kernels.yaml"])
+
+
+# --- a row declared `sve: false`, end to end without Open MPI (the NEON line's machinery) ---
+
+NOSVE_TABLE = """\
+families: {}
+kernels:
+  - kernel: reduce_nosve
+    variant: c_autovec
+    family: reduce
+    source: %s/kernels/reduce/elementwise.c
+    sve: false
+    label: "element-wise C loop built without SVE, on a CPU without SVE"
+    role: extra
+    expect: {sve_in_roi: false}
+"""
+
+
+def test_a_row_without_sve_runs_through_the_workflow(tmp_path: Path) -> None:
+    """Built as `nosve` (-march=armv8-a: no SVE instruction in the binary), run under
+    -cpu max,sve=off with VL argument 0, listed at every swept VL with identical counts."""
+    (tmp_path / "extra.yaml").write_text(NOSVE_TABLE % REPO)
+    (tmp_path / "sweep.yaml").write_text(f"""\
+kernel_table: {REPO}/configs/kernels.yaml
+extra_kernel_tables: [extra.yaml]
+results_dir: {tmp_path / 'results'}
+build_dir: {tmp_path / 'build'}
+vector_lengths: [128, 1024]
+sizes: {{reduce: [4096]}}
+kernels:
+  - {{kernel: reduce_nosve, ops: [max], dtypes: [float]}}
+""")
+    sweep = config.load(tmp_path / "sweep.yaml")
+    proc = snakemake(tmp_path / "sweep.yaml", sweep.build_dir, sweep.results_dir, ["counts_all"])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # Our objects (the static libc holds SVE variants of its own, chosen at run time by ifunc).
+    objs = build.kernel_objects(sweep.build_dir, sweep.table, "gcc", config.NOSVE, "reduce_nosve", "c_autovec")
+    dis = "".join(run([OBJDUMP, "-d", str(o)]).stdout for o in objs.values())
+    assert len(objs) == 3 and "fcmgt" in dis and not [ln for ln in dis.splitlines() if SVE_REG.search(ln)]
+    raw = __import__("json").loads((sweep.results_dir / "raw" / "qemu" / "gcc" / config.NOSVE / "max"
+                                    / "reduce_nosve-c_autovec.json").read_text())
+    assert {r["vl"] for r in raw["runs"]} == {128, 1024} and {r["vl_seen"] for r in raw["runs"]} == {0}
+    assert all("max,sve=off" in r["command"] and r["argv"][1] == "0000" for r in raw["runs"])
+    counts = __import__("analysis.table", fromlist=["read_counts"]).read_counts(sweep.results_dir / "counts.csv")
+    net = counts[(counts["kernel"] == "reduce_nosve") & (counts["metric"] == "roi_net.total") & (counts["size"] == 4096)]
+    assert len(net) == 2 and net["value"].nunique() == 1 and net["value"].iloc[0] > 0, net
+    sve = counts[(counts["kernel"] == "reduce_nosve") & (counts["metric"] == "roi.sve")]
+    assert (sve["value"] == 0).all()
