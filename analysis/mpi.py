@@ -6,7 +6,7 @@ Two libraries, chosen per family (`mpi_library`):
   because the arm64 packages are large and an unguarded install once removed the host
   compilers (setup/install.sh explains the guard). A sweep that needs it and lacks it stops.
 - ompi5: the pinned Open MPI 5.0.9, cross-built with its NEON/SVE op component into the
-  harness cache by `./harness setup --with-ompi5` (setup/ompi5.sh; about 40 minutes). A sweep
+  harness cache by `./harness setup --with-ompi5` (setup/ompi5.sh; long). A sweep
   whose rows need it and lacks it skips those rows, checks and figures in one line.
 Everything else about these rows is as for the static kernels: same compile flags, same
 drivers, same staged runs; they link -lmpi dynamically and run as singletons.

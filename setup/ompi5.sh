@@ -126,7 +126,7 @@ mkdir -p "$SRC" "$BUILD"
 (cd "$from" && tar --exclude=.git -cf - .) | (cd "$SRC" && tar -xf -) || die "copying $from to $SRC failed"
 
 jobs=$(nproc)
-say "building Open MPI $VERSION for aarch64 ($jobs jobs; about 40 minutes on 2 cores); log: $LOG"
+say "building Open MPI $VERSION for aarch64 ($jobs jobs; configure alone took 15 minutes on 2 busy cores); log: $LOG"
 : >"$LOG"
 started=$(date +%s)
 if [[ ! -x "$SRC/configure" ]]; then
