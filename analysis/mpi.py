@@ -23,8 +23,12 @@ from analysis.toolchain import ToolchainError
 
 SESSION_SOURCE = REPO / "kernels" / "mpi" / "session.c"
 # A 4.1 singleton without this tries to start an orted daemon (an arm64 executable the host
-# cannot exec directly) and MPI_Init fails; 5.0 ignores it (its singleton starts no daemon).
+# cannot exec directly) and MPI_Init fails.
 RUN_ENV = {"OMPI_MCA_ess_singleton_isolated": "1"}
+# 5.0's singleton starts no daemon, but its MCA variable system fails in MPI_Init without HOME
+# (mca_base_var_init: it reads $HOME/.openmpi/mca-params.conf); a fixed home that does not
+# exist keeps the run independent of the caller.
+RUN_ENV_OMPI5 = {"HOME": "/nonexistent"}
 OMPI5_VERSION = "v5.0.9"  # as setup/ompi5.sh pins it
 
 
@@ -178,4 +182,6 @@ def run_env(table: KernelTable, kernel: str, variant: str) -> dict[str, str]:
     """The guest environment of a row's runs: the singleton setting of MPI rows and the row's own
     `env` (e.g. OMPI_MCA_op=^aarch64: the same library without its op component)."""
     row = table.row(kernel, variant)
-    return {**(RUN_ENV if is_mpi(table, kernel, variant) else {}), **dict(row.env)}
+    lib = family_library(table, row.family)
+    base = {} if lib is None else RUN_ENV_OMPI5 if lib.name == "ompi5" else RUN_ENV
+    return {**base, **dict(row.env)}
