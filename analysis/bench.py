@@ -14,7 +14,9 @@ writes results/bench.json; it asserts nothing (timing belongs here, not in the t
    counting clients, median of 5 (target < 1.3x);
 8. where slurm-wlm is installed: the tiny and the default sweep through the local Slurm beside the
    local run, and their re-run with nothing changed (--skip-slurm-default: the tiny one only);
-9. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full.
+9. the full reduction op x dtype matrix (configs/full.yaml), unless --skip-full;
+10. the Open MPI 5 build time (from its stamp) and the MPI sweep from a clean tree, with the
+   MPI libraries that are here.
 """
 from __future__ import annotations
 
@@ -171,6 +173,55 @@ def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, with_def
                      "rerun_noop_slurm_s": round(rerun, 1)}
         print(f"{name} sweep through the local Slurm: {out[name]['slurm_s']} s for {jobs} Slurm jobs, locally "
               f"{out[name]['local_s']} s; re-run with nothing changed {out[name]['rerun_noop_slurm_s']} s", flush=True)
+
+
+def mpi_timings(work: Path, cores: int) -> dict[str, Any]:
+    """The Open MPI 5 build time (setup/ompi5.sh writes it into its stamp) and the MPI sweep
+    (configs/mpi.yaml) from a clean tree, restricted to the rows whose library is here: each
+    part absent says why in one line."""
+    import yaml
+
+    from analysis import mpi
+
+    out: dict[str, Any] = {}
+    lib = mpi.library("ompi5")
+    stamp = dict(ln.split("=", 1) for ln in (lib.prefix.parent / "installed").read_text().split()) \
+        if lib.installed() and (lib.prefix.parent / "installed").exists() else {}
+    out["ompi5_build_s"] = int(stamp["build_seconds"]) if "build_seconds" in stamp else None
+    print(f"Open MPI 5 build (setup --with-ompi5): {out['ompi5_build_s']} s" if out["ompi5_build_s"] is not None
+          else f"Open MPI 5 build: not measured ({'built before its stamp recorded the time' if lib.installed() else 'not built: run ' + lib.fix})",
+          flush=True)
+    src = REPO / "configs" / "mpi.yaml"
+    sweep = config.load(src)
+    present = {name for name, x in mpi.libraries(sweep).items() if x.installed()}
+    missing = sorted(set(mpi.libraries(sweep)) - present)
+    if not present:
+        print(f"MPI sweep: skipped, no MPI library here ({mpi.DEBIAN.fix}, {lib.fix})", flush=True)
+        out["mpi_sweep"] = None
+        return out
+    # The same sweep without the rows, figures and checks of the absent libraries.
+    drop = {f for f, fam in sweep.table.families.items() if fam.mpi and fam.mpi_library not in present}
+    raw = yaml.safe_load(src.read_text())
+    raw["kernel_table"] = str(REPO / raw["kernel_table"])
+
+    def keeps(spec: dict[str, Any]) -> bool:
+        sels = [spec.get(k) for k in ("series", "numerator", "denominator", "baseline")]
+        return all(sweep.table.selector_family(s).name not in drop
+                   for x in sels if x for s in (x if isinstance(x, list) else [x]))
+
+    raw["kernels"] = [k for k in raw["kernels"] if sweep.table.row(k["kernel"], sweep.table.variants(k["kernel"])[0]).family not in drop]
+    raw["figures"] = [f for f in raw.get("figures", []) if keeps(f)]
+    raw["checks"] = [c for c in raw.get("checks", []) if keeps(c)]
+    cfg = work / "mpi-present.yaml"
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
+    runs = sum(len(j.runs) for j in config.load(cfg).jobs())
+    seconds = round(sweep_time(str(cfg), work, cores, target="all"), 1)
+    out["mpi_sweep"] = {"config": str(src.relative_to(REPO)), "libraries": sorted(present), "without": missing,
+                        "runs": runs, "seconds": seconds}
+    print(f"MPI sweep (configs/mpi.yaml, {', '.join(sorted(present))}"
+          + (f"; without {', '.join(missing)}: not installed" if missing else "") + f"), clean tree: {seconds} s for {runs} runs",
+          flush=True)
     return out
 
 
@@ -230,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": round(sweep_time(full, work / "full", ns.cores), 1),
             }
             print(f"full op x dtype matrix: {report['full_matrix']['seconds']} s for {report['full_matrix']['runs']} runs", flush=True)
+        report["mpi"] = mpi_timings(work / "mpi", ns.cores)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ns.out.parent.mkdir(parents=True, exist_ok=True)

@@ -65,12 +65,14 @@ def compile_cmd(build_dir: Path, compiler: str, build: str, source: Path, out: P
 def family_flags(table: KernelTable, family: str) -> tuple[str, ...]:
     """Flags of every object of a family: its own cflags, and the MPI include path."""
     fam = table.families[family]
-    return (*fam.cflags, *(mpi.compile_flags() if fam.mpi else ()))
+    lib = mpi.family_library(table, family)
+    return (*fam.cflags, *(mpi.compile_flags(lib) if lib else ()))
 
 
 def kernel_flags(table: KernelTable, kernel: str, variant: str, compiler: str) -> tuple[str, ...]:
     row = table.row(kernel, variant)
-    mpi_inc = mpi.compile_flags() if table.families[row.family].mpi else ()
+    lib = mpi.family_library(table, row.family)
+    mpi_inc = mpi.compile_flags(lib) if lib else ()
     # A row naming a glibc memcpy variant calls it through HARNESS_MEMCPY (harness.h); rows
     # on libc's memcpy get no define, so their commands and objects stay as they were.
     memcpy = () if row.memcpy == "libc" else (f"-DHARNESS_MEMCPY={row.memcpy_symbol}",)
@@ -104,10 +106,11 @@ def kernel_objects(build_dir: Path, table: KernelTable, compiler: str, build: st
     return {**objs, "harness": d / "harness.o"}
 
 
-def link_cmd(compiler: str, objects: list[Path], out: Path, use_mpi: bool = False) -> list[str]:
+def link_cmd(compiler: str, objects: list[Path], out: Path, use_mpi: bool | mpi.Library = False) -> list[str]:
+    """`use_mpi`: the MPI library to link (True: Debian's), dynamically: neither ships a static libmpi."""
     comp = COMPILERS[compiler]
-    if use_mpi:  # dynamic: Debian ships no static libmpi
-        return [*comp.cc, "-o", str(out), *map(str, objects), *mpi.link_flags()]
+    if use_mpi:
+        return [*comp.cc, "-o", str(out), *map(str, objects), *mpi.link_flags(None if use_mpi is True else use_mpi)]
     return [*comp.cc, *comp.link, "-o", str(out), *map(str, objects)]
 
 
@@ -136,7 +139,8 @@ def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kerne
     lines += [
         compile_cmd(bd, compiler, build, HARNESS_SOURCE, objs["harness"]),
         compile_cmd(bd, compiler, build if backend == "perf" else "vla", roi_source(backend), roi),
-        link_cmd(compiler, [*objs.values(), roi], binary_path(bd, compiler, build, backend, row.name), fam.mpi),
+        link_cmd(compiler, [*objs.values(), roi], binary_path(bd, compiler, build, backend, row.name),
+                 mpi.family_library(table, row.family) or False),
     ]
     return [shlex.join(c) for c in lines]
 

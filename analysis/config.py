@@ -32,6 +32,8 @@ GEM5_VLS = (128, 256, 512, 1024, 2048)
 SIZE_MAX = 10**12 - 1
 # Per-run time limit (sweep parameter time_limit, configs/schema/sweep.schema.yaml).
 TIME_LIMIT_DEFAULTS = {"base_seconds": 120.0, "seconds_per_mib": 60.0, "gem5_factor": 20.0}
+NOSVE = "nosve"  # the build of rows declared `sve: false` (-march=armv8-a)
+IEEE_FILLS_FLAG = "-DREDUCE_IEEE_FILLS"  # kernels/reduce/driver.c: fills for FMAX/FMIN semantics
 PERF_VLS = (128, 256, 512)  # what A64FX offers
 
 
@@ -58,7 +60,8 @@ class Family:
     params: dict[str, Any]
     ops: dict[str, OpSpec]
     traffic: dict[str, float]  # bytes read/written per call as multiples of size; {} = undeclared
-    mpi: bool = False  # links the arm64 Open MPI (analysis/mpi.py)
+    mpi: bool = False  # links an arm64 Open MPI (analysis/mpi.py)
+    mpi_library: str = "debian"  # which one: analysis.mpi.LIBRARIES
     cflags: tuple[str, ...] = ()
 
 
@@ -77,6 +80,8 @@ class KernelRow:
     extra_sources: tuple[Path, ...] = ()
     memcpy: str = "libc"  # which memcpy HARNESS_MEMCPY calls: libc (IFUNC) or a glibc variant
     host_isa: str | None = None  # host-only code for this ISA (platform.machine()): never cross-built
+    env: tuple[tuple[str, str], ...] = ()  # guest environment of its runs, besides the family's
+    sve: bool = True  # False: built without SVE (build NOSVE) and run under -cpu <model>,sve=off
 
     @property
     def name(self) -> str:
@@ -140,9 +145,10 @@ class Run:
     op: str
     dtype: str
     params: tuple[tuple[str, Any], ...]
+    sve: bool = True  # False: the CPU has no SVE; the binary is told VL 0 (the table keeps `vl`)
 
     def argv(self) -> list[str]:
-        return [f"{self.vl:04d}", f"{self.size:012d}"] + [f"{k}={v}" for k, v in self.params]
+        return [f"{self.vl if self.sve else 0:04d}", f"{self.size:012d}"] + [f"{k}={v}" for k, v in self.params]
 
 
 @dataclass(frozen=True)
@@ -184,13 +190,17 @@ class Sweep:
             for row, compiler, backend, build, (cpu, cpu_vls) in itertools.product(
                 row_list, self.compilers, self.backends, self.builds(), self.cpu_models.items()
             ):
+                if not row.sve:  # one build without SVE instead of the VLA/VLS ones
+                    if build != "vla":
+                        continue
+                    build = NOSVE
                 binary = Binary(compiler, build, backend, row.kernel, row.variant)
                 vls = [binary.vls_bits] if binary.vls_bits else list(self.vector_lengths)
                 vls = [v for v in vls if v in cpu_vls]
                 if not vls:
                     continue
                 runs = [
-                    Run(vl, size, op, dtype, run_params(self.table, row, op, dtype))
+                    Run(vl, size, op, dtype, run_params(self.table, row, op, dtype), sve=row.sve)
                     for vl in vls
                     for op, dtype in sel["op_dtypes"]
                     for size in self.run_sizes(row.family)
@@ -336,7 +346,8 @@ def load_table(paths: list[Path]) -> KernelTable:
             families[name] = Family(
                 name, f["description"], resolve_path(f["driver"], base) if "driver" in f else None, f["size"], f["layout"],
                 tuple(f.get("dtypes", [])), dict(f.get("params", {})), ops, dict(f.get("traffic", {})),
-                mpi=bool(f.get("mpi", False)), cflags=tuple(f.get("cflags", [])),
+                mpi=bool(f.get("mpi", False)), mpi_library=f.get("mpi_library", "debian"),
+                cflags=tuple(f.get("cflags", [])),
             )
         for r in doc["kernels"]:
             row = KernelRow(
@@ -347,10 +358,14 @@ def load_table(paths: list[Path]) -> KernelTable:
                 extra_sources=tuple(resolve_path(x, base) for x in r.get("extra_sources", [])),
                 memcpy=r.get("memcpy", "libc"),
                 host_isa=r.get("host_isa"),
+                env=tuple(sorted((r.get("env") or {}).items())), sve=bool(r.get("sve", True)),
             )
             if any(x.kernel == row.kernel and x.variant == row.variant for x in rows):
                 raise ConfigError(f"{path}: kernel {row.kernel} variant {row.variant} is declared twice")
             rows.append(row)
+    for fam in families.values():
+        if any(o.nan == "ieee" for o in fam.ops.values()) and IEEE_FILLS_FLAG not in fam.cflags:
+            raise ConfigError(f"family {fam.name}: nan policy ieee needs cflags: [{IEEE_FILLS_FLAG}] (the driver's fills without signed zeros)")
     for row in rows:
         if row.family not in families:
             raise ConfigError(f"kernel {row.name}: unknown family '{row.family}'; known: {', '.join(families)}")

@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             return sweep.time_limit(ns.kernel, ns.variant, ns.backend, run.size)
 
         if env:
-            mpi.check(sweep)
-            meta["versions"]["mpi"] = mpi.version()
+            mpi.check_row(sweep.table, ns.kernel, ns.variant)
+            meta["versions"]["mpi"] = mpi.version(sweep.table, ns.kernel, ns.variant)
         if ns.backend == "gem5":
             gem5_bin = gem5.find_gem5(sweep)
             if gem5_bin is None:

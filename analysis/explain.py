@@ -102,8 +102,9 @@ def find_cell(counts: pd.DataFrame, cell: Cell) -> pd.DataFrame:
     return rows
 
 
-def raw_run(results_dir: Path, cell: Cell, prov: pd.Series, size: int) -> dict[str, Any]:
-    build = "vla" if cell.build == "vla" else f"vls{cell.vl}"
+def raw_run(results_dir: Path, cell: Cell, prov: pd.Series, size: int, sve: bool = True) -> dict[str, Any]:
+    """`sve`: False for a row declared `sve: false`, whose raw JSON is under its own build."""
+    build = ("vla" if sve else config.NOSVE) if cell.build == "vla" else f"vls{cell.vl}"
     path = results_dir / "raw" / cell.backend / cell.compiler / build / cell.cpu_model / f"{cell.kernel}-{cell.variant}.json"
     doc = json.loads(path.read_text())
     for run in doc["runs"]:
@@ -148,7 +149,7 @@ def explain(cell: Cell, sweep: config.Sweep, counts: pd.DataFrame, prov: pd.Data
         "```",
         "",
     ]
-    run_n, run_0 = raw_run(sweep.results_dir, cell, p, cell.size), raw_run(sweep.results_dir, cell, p, 0)
+    run_n, run_0 = raw_run(sweep.results_dir, cell, p, cell.size, row.sve), raw_run(sweep.results_dir, cell, p, 0, row.sve)
     funcs = [f for f in run_n["inscount"].get("roi_functions") or []]
     lines += ["## Functions executed inside the ROI (size n run)", "", "| function | instructions | SVE |", "|---|---|---|"]
     lines += [f"| `{f['symbol']}` | {f['total']} | {f['sve']} |" for f in funcs] + [""]

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis import config, explain, table, verdict  # noqa: E402
+from analysis import config, explain, mpi, table, verdict  # noqa: E402
 
 METRIC = "roi_net.total"
 
@@ -337,6 +337,30 @@ def verdict_table(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def ratio_tables(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep) -> list[str]:
+    """Markdown: baseline / series per VL for each figure that asks for it (`ratio_table: true`),
+    with the baseline's own counts first: the measured ratios a reader compares with the paper's."""
+    lines: list[str] = []
+    for f in sweep.figures:
+        if not f.get("ratio_table") or "baseline" not in f:
+            continue
+        base = select(counts, prov, sweep, f["baseline"], f)
+        series = [s for sel in f["series"] for s in select(counts, prov, sweep, sel, f)]
+        if len(base) != 1 or not series:
+            continue
+        vls = sorted(base[0].vla.index)
+        lines += ["", f"## {f['title']}: ratios per VL", "",
+                  f"ROI net instructions of the baseline ({base[0].variant}: {base[0].label}), then baseline / line.", "",
+                  "| line | " + " | ".join(f"VL {v}" for v in vls) + " |", "|---|" + "---|" * len(vls),
+                  f"| {base[0].variant} (instructions) | " + " | ".join(f"{base[0].vla[v]:.0f}" for v in vls) + " |"]
+        for s in series:
+            if s.variant == base[0].variant:
+                continue
+            cells = [f"{base[0].vla[v] / s.vla[v]:.3g}" if v in s.vla.index and s.vla[v] else "-" for v in vls]
+            lines.append(f"| {base[0].variant} / {s.variant} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def write_summary(rows: list[dict[str, Any]], counts: pd.DataFrame, path: Path, sweep: config.Sweep,
                   agree: pd.DataFrame | None = None) -> None:
     flags = counts[(counts["metric"] == "roi_net.nonlinear") & (counts["value"] == 1)]
@@ -406,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--summary", required=True, type=Path)
     ns = p.parse_args(argv)
     try:
-        sweep = config.load_from_args(ns)
+        sweep = mpi.without_unbuilt(config.load_from_args(ns))  # as the workflow ran it
         counts = table.read_counts(ns.counts)
         prov = table.read_provenance(ns.provenance)
         vls = sorted(set(sweep.vector_lengths) | set(sweep.vls_vector_lengths))
@@ -428,6 +452,10 @@ def main(argv: list[str] | None = None) -> int:
         rows = [claim(c, counts, prov, sweep, has_gem5) for c in sweep.checks]
         explain.write_cells(sweep, counts, prov, explain.discussed_cells(sweep), ns.summary.parent / "explain")
         write_summary(rows, counts, ns.summary, sweep, agreement(counts))
+        extra = ratio_tables(counts, prov, sweep)
+        if extra:
+            with ns.summary.open("a") as out:
+                out.write("\n".join(extra) + "\n")
     except (config.ConfigError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -66,9 +66,16 @@ def cflags(vls_bits: int | None, extra: tuple[str, ...] = ()) -> list[str]:
     return flags + list(extra)
 
 
+# The build of rows that run without SVE (`sve: false`, under -cpu max,sve=off): no SVE
+# instruction anywhere in the binary (GCC 12 -O3 would vectorize the driver's fill with SVE).
+NOSVE_MARCH = "-march=armv8-a"
+
+
 def compiler_cflags(compiler: str, build: str, vls_bits: int | None, extra: tuple[str, ...] = ()) -> list[str]:
     if compiler == "native":
         return [*NATIVE_CFLAGS[build], *extra]
+    if build == "nosve":
+        return [NOSVE_MARCH if f.startswith("-march=") else f for f in cflags(None, extra)]
     return cflags(vls_bits, extra)
 
 

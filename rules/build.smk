@@ -177,7 +177,7 @@ rule link:
         f"{BUILD}/logs/{{compiler}}/{{build}}/link-{{backend}}-{{kernel}}-{{variant}}.log",
     params:
         cmd=lambda wc, input, output: _cmd(
-            B.link_cmd(wc.compiler, [*input.objs, input.roi], output[0], B.mpi.is_mpi(TABLE, wc.kernel, wc.variant))
+            B.link_cmd(wc.compiler, [*input.objs, input.roi], output[0], B.mpi.row_library(TABLE, wc.kernel, wc.variant) or False)
         ),
     shell:
         "{PY} -m analysis.build check-roi {wildcards.kernel:q}-{wildcards.variant:q} {input.objs:q} "

@@ -14,6 +14,10 @@
 #   setup/install.sh --with-slurm    also Debian's slurm-wlm and munge, then configure and start a
 #                                    single-node Slurm for this host (setup/slurm.sh)
 #   setup/install.sh --stop-slurm    stop that Slurm (setup/slurm.sh stop); installs nothing
+#   setup/install.sh --with-ompi5    also Open MPI 5's build dependencies (autotools, flex, the arm64
+#                                    hwloc), then cross-build the pinned Open MPI 5.0.9 with its
+#                                    NEON/SVE op component into a cache outside the repository
+#                                    (setup/ompi5.sh); Debian's Open MPI 4.1 is left as it is
 #   setup/install.sh --force         ignore the stamp and recheck everything
 #   setup/install.sh --venv-only     only the Python venv: no apt, no tool checks (a cluster
 #                                    without apt or root, e.g. A64FX nodes; ./harness does
@@ -73,6 +77,9 @@ APT_SLURM=(slurm-wlm munge)
 # gem5's build dependencies (the minimal set for an ARM build without Ruby; tcmalloc for speed).
 APT_GEM5=(scons python3-dev zlib1g-dev m4 libprotobuf-dev protobuf-compiler
           libgoogle-perftools-dev pkg-config g++)
+# Open MPI 5's build from a git checkout (autogen.pl) and its external hwloc (arm64 multiarch,
+# as for --with-mpi: the same guard, no removal).
+APT_OMPI5=(autoconf automake libtool flex perl libhwloc-dev:arm64)
 # Where Debian's arm64 Open MPI puts its headers (the file the cheap recheck looks for).
 MPI_HEADER=/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h
 # Host toolchain named in every apt install command (protects it from removal).
@@ -274,7 +281,7 @@ apt_install() {
     need_root_or_explain "apt-get install -y ${args[*]}"
     say "installing apt packages: $*"
     local log; log="$(mktemp)"
-    if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${args[@]}" >"$log" 2>&1; then
+    if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=900 -y -q "${args[@]}" >"$log" 2>&1; then
         tail -n 20 "$log" >&2
         die "apt-get install failed (full log: $log); fix apt, then rerun $ME"
     fi
@@ -381,6 +388,7 @@ VENV_ONLY=0
 WITH_MPI=0
 WITH_GEM5=0
 WITH_SLURM=0
+WITH_OMPI5=0
 FORCE=0
 SIMFILE=""
 while [[ $# -gt 0 ]]; do
@@ -392,6 +400,7 @@ while [[ $# -gt 0 ]]; do
         --with-gem5) WITH_GEM5=1 ;;
         --with-slurm) WITH_SLURM=1 ;;
         --stop-slurm) exec "$ROOT/setup/slurm.sh" stop ;;
+        --with-ompi5) WITH_OMPI5=1 ;;
         --force) FORCE=1 ;;
         --check-simulation) MODE=simcheck; SIMFILE="${2:-}"; shift || true ;;
         --venv-only) VENV_ONLY=1 ;;
@@ -415,6 +424,7 @@ if [[ $VENV_ONLY -eq 1 ]]; then APT_PKGS=(); CMDS=(); fi
 if [[ $WITH_MPI -eq 1 ]]; then APT_PKGS+=("${APT_MPI[@]}"); fi
 if [[ $WITH_GEM5 -eq 1 ]]; then APT_PKGS+=("${APT_GEM5[@]}"); fi
 if [[ $WITH_SLURM -eq 1 ]]; then APT_PKGS+=("${APT_SLURM[@]}"); CMDS+=(slurmctld:slurmctld slurmd:slurmd sinfo:slurm-client munged:munge); fi
+if [[ $WITH_OMPI5 -eq 1 ]]; then APT_PKGS+=("${APT_OMPI5[@]}"); fi
 
 [[ -f "$REQS" ]] || die "requirements.txt missing at $REQS; restore it from git"
 
@@ -427,6 +437,9 @@ if [[ $MODE == check ]]; then
     if [[ $WITH_MPI -eq 1 ]]; then
         arm64_enabled || problems+=("dpkg architecture arm64 not enabled (fix: $ME --with-mpi)")
         [[ -f "$MPI_HEADER" ]] || problems+=("$MPI_HEADER missing (fix: $ME --with-mpi)")
+    fi
+    if [[ $WITH_OMPI5 -eq 1 ]] && [[ ! -f "$("$ROOT/setup/ompi5.sh" --path)/lib/libmpi.so" ]]; then
+        problems+=("Open MPI 5 not built at $("$ROOT/setup/ompi5.sh" --path) (fix: $ME --with-ompi5)")
     fi
     vp="$(venv_problems)"
     if [[ -n "$vp" ]]; then
@@ -446,6 +459,7 @@ if [[ $MODE == check ]]; then
     fixcmd="$ME"; [[ $WITH_CLANG -eq 1 ]] && fixcmd+=" --with-clang"; [[ $WITH_CHROMIUM -eq 1 ]] && fixcmd+=" --with-chromium"; [[ $WITH_MPI -eq 1 ]] && fixcmd+=" --with-mpi"
     [[ $WITH_GEM5 -eq 1 ]] && fixcmd+=" --with-gem5"
     [[ $WITH_SLURM -eq 1 ]] && fixcmd+=" --with-slurm"
+    [[ $WITH_OMPI5 -eq 1 ]] && fixcmd+=" --with-ompi5"
     echo "fix: run $fixcmd (as root, or as a user with sudo)"
     exit 1
 fi
@@ -458,23 +472,23 @@ fast_ok() {
         && [[ -z "$(missing_cmds "${CMDS[@]}")" ]] \
         && [[ $WITH_MPI -eq 0 || -f "$MPI_HEADER" ]]
 }
-if fast_ok; then
-    [[ $WITH_SLURM -eq 0 ]] || "$ROOT/setup/slurm.sh" start
-    [[ $WITH_GEM5 -eq 0 ]] || exec "$ROOT/setup/gem5.sh"
+# Daemons and builds are not behind the stamp: slurm.sh starts what is not running, gem5.sh and
+# ompi5.sh keep their own stamps (a second call does nothing).
+run_builds() {
+    if [[ $WITH_SLURM -eq 1 ]]; then "$ROOT/setup/slurm.sh" start || exit 1; fi
+    if [[ $WITH_OMPI5 -eq 1 ]]; then "$ROOT/setup/ompi5.sh" || exit 1; fi
+    if [[ $WITH_GEM5 -eq 1 ]]; then exec "$ROOT/setup/gem5.sh"; fi
     exit 0
-fi
+}
+if fast_ok; then run_builds; fi
 
 # Serialise concurrent runs (two ./harness commands started together).
 exec 9>"${TMPDIR:-/tmp}/harness-install.$(id -u).$(echo "$ROOT" | cksum | cut -d' ' -f1).lock"
 flock 9
-if fast_ok; then
-    [[ $WITH_SLURM -eq 0 ]] || "$ROOT/setup/slurm.sh" start
-    [[ $WITH_GEM5 -eq 0 ]] || { exec 9>&-; exec "$ROOT/setup/gem5.sh"; }
-    exit 0
-fi
+if fast_ok; then exec 9>&-; run_builds; fi
 
 mapfile -t MISSING < <(missing_apt "${APT_PKGS[@]}")
-if [[ $WITH_MPI -eq 1 ]] && printf '%s\n' "${MISSING[@]}" | grep -q ':arm64$'; then enable_arm64; fi
+if [[ $WITH_MPI -eq 1 || $WITH_OMPI5 -eq 1 ]] && printf '%s\n' "${MISSING[@]}" | grep -q ':arm64$'; then enable_arm64; fi
 if [[ ${#MISSING[@]} -gt 0 ]]; then
     apt_install "${MISSING[@]}"
     mapfile -t STILL < <(missing_apt "${APT_PKGS[@]}")
@@ -492,11 +506,9 @@ setup_venv "$PY"
 
 grep -qxF "$KEY" "$STAMP" 2>/dev/null || echo "$KEY" >>"$STAMP"
 # A set with extras contains the base set: a later run without them is a no-op too.
-if [[ $WITH_CLANG -eq 1 || $WITH_MPI -eq 1 || $WITH_GEM5 -eq 1 || $WITH_SLURM -eq 1 ]]; then
+if [[ $WITH_CLANG -eq 1 || $WITH_MPI -eq 1 || $WITH_GEM5 -eq 1 || $WITH_SLURM -eq 1 || $WITH_OMPI5 -eq 1 ]]; then
     BASE_KEY="$(stamp_key "${APT_BASE[@]}")"
     grep -qxF "$BASE_KEY" "$STAMP" || echo "$BASE_KEY" >>"$STAMP"
 fi
-# Daemons are not behind the stamp: slurm.sh starts what is not running (a second call does nothing).
-[[ $WITH_SLURM -eq 0 ]] || "$ROOT/setup/slurm.sh" start
-# The build itself is not behind the stamp: gem5.sh keeps its own (a second call does nothing).
-if [[ $WITH_GEM5 -eq 1 ]]; then exec 9>&-; exec "$ROOT/setup/gem5.sh"; fi
+exec 9>&-
+run_builds

@@ -272,3 +272,37 @@ def test_with_slurm_goes_through_the_removal_guard(shims):
     for pkg in ("slurm-wlm", "munge", "gcc", "libc6-dev", "binutils"):
         assert f" {pkg}" in sim_call
     assert _real_installs(calls) == []
+
+
+def test_guard_accepts_the_ompi5_build_dependencies():
+    """A real simulation of --with-ompi5's arm64 package on Debian 12 with slurm installed
+    (`apt-get install -s --no-install-recommends libhwloc-dev:arm64`): 48 packages, nothing removed."""
+    sim = FIXTURES / "sim-ompi5-hwloc-clean.txt"
+    assert "Inst libhwloc-dev:arm64" in sim.read_text()
+    proc = subprocess.run(["bash", str(INSTALL), "--check-simulation", str(sim)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_with_ompi5_simulates_and_refuses_before_building(shims, tmp_path):
+    """--with-ompi5: arm64 enabled, one simulated install naming autotools, flex, the arm64 hwloc
+    and the host toolchain; a simulation that removes packages stops it before any real install
+    and before the Open MPI build starts (setup/ompi5.sh would say so on stderr)."""
+    bindir = tmp_path / "bin"
+    _write_exe(bindir / "dpkg", LOG_SHIM.format(name="dpkg", tail="exit 0"))
+    proc, calls = shims("--force", "--with-ompi5", sim_files=["sim-mpi-gfortran-remv.txt"])
+    assert proc.returncode == 1
+    assert "REMOVE 17 package(s)" in proc.stderr and "ompi5.sh" not in proc.stderr
+    sim = next(c for c in calls if c.startswith("apt-get install -s"))
+    for pkg in ("autoconf", "automake", "libtool", "flex", "libhwloc-dev:arm64", "gcc", "libc6-dev", "binutils"):
+        assert f" {pkg}" in sim, (pkg, sim)
+    assert "libopenmpi-dev:arm64" not in sim  # Debian's Open MPI is neither needed nor touched
+    assert _real_installs(calls) == []
+
+
+def test_check_with_ompi5_names_the_missing_build(tmp_path):
+    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run(["bash", str(INSTALL), "--check", "--with-ompi5"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 1
+    assert f"Open MPI 5 not built at {tmp_path / 'cache' / 'ompi-v5.0.9' / 'install'} (fix: setup/install.sh --with-ompi5)" in proc.stdout
+    assert "fix: run setup/install.sh --with-ompi5" in proc.stdout

@@ -25,7 +25,9 @@ CLIENTS = ("inscount", "opcodes", "memory")
 def qemu_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, out_dir: Path,
                  env: dict[str, str] | None = None) -> list[str]:
     """`env`: the only variables the guest sees (the MPI rows' OMPI_MCA_ess_singleton_isolated=1)."""
-    cmd = ["env", "-i", *(f"{k}={v}" for k, v in sorted((env or {}).items())), QEMU, "-cpu", f"{cpu_model},sve-default-vector-length={run.vl // 8}"]
+    # A row without SVE (`sve: false`): the CPU has none, so rdvl and every SVE instruction trap.
+    cpu = f"{cpu_model},sve-default-vector-length={run.vl // 8}" if run.sve else f"{cpu_model},sve=off"
+    cmd = ["env", "-i", *(f"{k}={v}" for k, v in sorted((env or {}).items())), QEMU, "-cpu", cpu]
     for client in CLIENTS:
         extra = f",vl={run.vl}" if client == "memory" else ""
         cmd += ["-plugin", f"{(plugin_dir / f'lib{client}.so').resolve()},out={out_dir / (client + '.json')}{extra}"]
