@@ -39,7 +39,9 @@ def install_mpi_if_asked_for(sweep_path: str, overrides: dict[str, str]) -> None
     if mpi.needs_mpi(sweep) and not mpi.installed():
         print(f"sweep {sweep_path} needs Debian's arm64 Open MPI: running setup/install.sh --with-mpi", flush=True)
         if subprocess.call([str(REPO / "setup" / "install.sh"), "--with-mpi"]) != 0:
-            raise toolchain.ToolchainError("installing the arm64 Open MPI failed (message above); nothing was run")
+            why = (" (Debian 12's arm64 Open MPI 4.1 needs libmunge2:arm64 through PMIx, which cannot sit beside the "
+                   "host Slurm's libmunge2:amd64: run its rows on a machine without slurm-wlm)") if shutil.which("slurmd") else ""
+            raise toolchain.ToolchainError(f"installing the arm64 Open MPI failed (message above){why}; nothing was run")
 
 
 def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str]) -> list[str]:
