@@ -56,7 +56,7 @@ def sweep_time(cfg: str, work: Path, cores: int, gem5: bool = True, target: str 
     gem5=False hides gem5 so that only the counts are timed."""
     over = {"results_dir": str(work / "results"), "build_dir": str(work / "build")}
     env = os.environ if gem5 else {k: v for k, v in os.environ.items() if k != "GEM5"}
-    return timed(snakemake_cmd(cfg, over, cores, ["--quiet", target]), cwd=REPO, env=env)
+    return timed(snakemake_cmd(cfg, over, cores, [target, "--quiet", "all"]), cwd=REPO, env=env)
 
 
 def perf_measurements(work: Path, cores: int) -> dict[str, Any] | None:
