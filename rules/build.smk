@@ -158,12 +158,6 @@ rule link:
         cmd=lambda wc, input, output: _cmd(
             B.link_cmd(wc.compiler, [*input.objs, input.roi], output[0], B.mpi.is_mpi(TABLE, wc.kernel, wc.variant))
         ),
-    # The ROI check runs in Snakemake's own process: a Python start per binary cost more than
-    # the link itself.
-    run:
-        msg = B.roi_check_message(f"{wildcards.kernel}-{wildcards.variant}", [Path(o) for o in input.objs])
-        if msg:
-            Path(log[0]).parent.mkdir(parents=True, exist_ok=True)
-            Path(log[0]).write_text(msg + "\n")
-            raise WorkflowError(msg)
-        shell("{params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}")
+    shell:
+        "{PY} -m analysis.build check-roi {wildcards.kernel}-{wildcards.variant} {input.objs} "
+        "&& {{ {params.cmd} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}; }}"
