@@ -177,19 +177,28 @@ def missing_roi_calls(objects: list[Path]) -> list[str]:
     return [m for m in ("roi_begin", "roi_end") if m not in undefined]
 
 
+def roi_check_message(name: str, objects: list[Path]) -> str | None:
+    """Why a kernel must not be linked (its objects never call the ROI markers), else None."""
+    missing = missing_roi_calls(objects)
+    if not missing:
+        return None
+    return (f"kernel {name}: never calls {' or '.join(f'{m}()' for m in missing)}: put roi_begin(); "
+            "before and roi_end(); after the work to count (see kernels/template/my_kernel.c)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m analysis.build check-roi NAME OBJ...`: refuse to link a kernel whose objects
-    never call the ROI markers, with a message that says what to add."""
+    never call the ROI markers, with a message that says what to add. (The link rule runs the
+    same check inside Snakemake, without starting Python per binary.)"""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 3 or args[0] != "check-roi":
         print("usage: python -m analysis.build check-roi NAME OBJ...", file=sys.stderr)
         return 2
-    missing = missing_roi_calls([Path(a) for a in args[2:]])
-    if missing:
-        print(f"kernel {args[1]}: never calls {' or '.join(f'{m}()' for m in missing)}: put roi_begin(); "
-              "before and roi_end(); after the work to count (see kernels/template/my_kernel.c)", file=sys.stderr)
+    msg = roi_check_message(args[1], [Path(a) for a in args[2:]])
+    if msg:
+        print(msg, file=sys.stderr)
         return 1
     return 0
 

@@ -291,10 +291,15 @@ def layout_of(table: KernelTable, row: KernelRow) -> str:
     return fam.layout.format(**fam.params)
 
 
+# libyaml's loader where PyYAML has it: every Snakemake start (a no-op re-run too) reads the
+# sweep, the kernel table and the schemas.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _read_yaml(path: Path) -> Any:
     try:
         with open(path) as f:
-            return yaml.safe_load(f)
+            return yaml.load(f, Loader=_LOADER)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except IsADirectoryError:
@@ -306,7 +311,7 @@ def _read_yaml(path: Path) -> Any:
 
 
 def validate_doc(doc: Any, schema_name: str, path: Path) -> None:
-    schema = yaml.safe_load((SCHEMA_DIR / schema_name).read_text())
+    schema = yaml.load((SCHEMA_DIR / schema_name).read_text(), Loader=_LOADER)
     validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:

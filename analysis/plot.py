@@ -14,13 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from analysis import config, explain, mpi, table, verdict  # noqa: E402
+from analysis import config, explain, mpi, table, verdict
 
 METRIC = "roi_net.total"
 
@@ -92,7 +88,18 @@ def select(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, sel: d
     return out
 
 
-def _axes_vl(ax: plt.Axes, vls: list[int]) -> None:
+def _pyplot() -> Any:
+    """matplotlib.pyplot on first use: the workflow imports this module to list the figures,
+    and every Snakemake start (a no-op re-run too) would pay for pyplot's import."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _axes_vl(ax: Any, vls: list[int]) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(vls)
     ax.set_xticklabels([str(v) for v in vls], rotation=90, fontsize=7)
@@ -106,6 +113,7 @@ LINESTYLES = ["-", "--", ":", "-."]
 def plot_figure(fig_cfg: dict[str, Any], series: list[Series], out: Path, vls: list[int]) -> None:
     # Kernels of one figure (pack, unpack) can coincide exactly: one line style per kernel.
     style = {k: LINESTYLES[i % len(LINESTYLES)] for i, k in enumerate(dict.fromkeys(s.kernel for s in series))}
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 6))
     scale = fig_cfg.get("scale", 1)
     for s in series:
@@ -126,6 +134,7 @@ def plot_figure(fig_cfg: dict[str, Any], series: list[Series], out: Path, vls: l
 
 
 def plot_ratio(fig_cfg: dict[str, Any], base: Series, series: list[Series], out: Path, vls: list[int]) -> None:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 6))
     for s in series:
         if s is base or (s.kernel, s.variant, s.op, s.dtype) == (base.kernel, base.variant, base.op, base.dtype):

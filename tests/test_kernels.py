@@ -10,7 +10,7 @@ import pytest
 from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
-from conftest import run_plain
+from conftest import REPO, run_plain
 from disasm import OBJDUMP, run
 
 VLA_VLS = [128, 384, 512, 2048]
@@ -170,3 +170,58 @@ def test_inlined_block_loop_is_vectorized_into_gathers(binaries, all_sweep) -> N
     unpack = _disassembly(all_sweep.build_dir / "gcc" / "vla" / "obj" / "unpack-blocks_autovec.o")
     assert re.search(r"ld1[wd]\s+\{z\d+\.[sd]\}, p\d+/z, \[x\d+, z\d+", pack), pack
     assert re.search(r"st1[wd]\s+\{z\d+\.[sd]\}, p\d+, \[x\d+, z\d+", unpack), unpack
+
+
+# Deliberately broken kernels, one per family driver: each is right everywhere but one element,
+# and its driver must still fail loudly, naming that element (the drivers' checks run in every
+# count run; making them cheaper must not make them blind).
+BROKEN = {
+    "copy": ("copy", "#include \"copy.h\"\n"
+             "void copy_kernel(uint8_t *restrict dst, const uint8_t *restrict src, size_t n)\n"
+             "{ for (size_t i = 0; i < n; i++) dst[i] = src[i]; if (n) dst[n - 1] ^= 1; }\n",
+             (), "FAIL: dst at index {last_byte}"),
+    "pack": ("vector", "#include <string.h>\n#include \"vector.h\"\nconst char vector_kernel_dir[] = \"pack\";\n"
+             "void vector_kernel(void *restrict p, void *restrict u, size_t count, size_t bl, size_t st, size_t es)\n"
+             "{ for (size_t k = 0; k < count; k++) memcpy((char *)p + k * bl * es, (char *)u + k * st * es, bl * es);\n"
+             "  if (count) ((char *)p)[count * bl * es - 1] ^= 1; }\n",
+             (("dir", "pack"), ("dtype", "float"), ("blocklen", 1), ("stride", 2)), "FAIL: packed element at index {last}"),
+    "unpack_gap": ("vector", "#include <string.h>\n#include \"vector.h\"\nconst char vector_kernel_dir[] = \"unpack\";\n"
+                   "void vector_kernel(void *restrict p, void *restrict u, size_t count, size_t bl, size_t st, size_t es)\n"
+                   "{ for (size_t k = 0; k < count; k++) memcpy((char *)u + k * st * es, (char *)p + k * bl * es, bl * es);\n"
+                   "  if (count) ((char *)u)[(count - 1) * st * es + bl * es] ^= 1; }\n",
+                   (("dir", "unpack"), ("dtype", "float"), ("blocklen", 1), ("stride", 2)),
+                   "FAIL: unpacked gap element at index {gap}"),
+    "reduce": ("reduce", "#include \"ops.h\"\n"
+               "static void broken(const void *in, void *inout, size_t n)\n"
+               "{ const float *a = in; float *b = inout; for (size_t i = 0; i < n; i++) REDUCE_STEP_max(b[i], a[i]);\n"
+               "  if (n) b[n - 1] += 1.0f; }\n"
+               "const struct reduce_entry reduce_kernels[] = {{\"max\", \"float\", sizeof(float), broken}};\n"
+               "const size_t reduce_kernels_count = 1;\n",
+               (("op", "max"), ("dtype", "float"), ("nan", 0)), "FAIL: inout (max float) at index {last}"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+@pytest.mark.parametrize("vl", [128, 2048])
+def test_a_kernel_wrong_in_one_element_fails_its_check(binaries, all_sweep, tmp_path: Path, case: str, vl: int) -> None:
+    from analysis import build
+
+    family, source, params, needle = BROKEN[case]
+    binaries("copy", "acle_4v")  # the shared build tree (generated headers, marker object)
+    bd = all_sweep.build_dir
+    src = tmp_path / "broken.c"
+    src.write_text(source)
+    drv = REPO / "kernels" / family / "driver.c"
+    objs = []
+    for s in (drv, src, build.HARNESS_SOURCE):
+        obj = tmp_path / f"{s.parent.name}-{s.stem}.o"
+        flags = (f"-I{drv.parent}",)
+        assert run(build.compile_cmd(bd, "gcc", "vla", s, obj, flags)).returncode == 0
+        objs.append(obj)
+    exe = tmp_path / "k"
+    assert run(build.link_cmd("gcc", [*objs, build.roi_object(bd, "gcc", "qemu")], exe)).returncode == 0
+    size = 4096 * 4
+    elements = size // 4
+    proc = run_plain(exe, vl, size, params)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert needle.format(last=elements - 1, last_byte=size - 1, gap=2 * (elements - 1) + 1) in proc.stderr, proc.stderr

@@ -28,6 +28,16 @@ enum { HARNESS_EXIT_OK = 0, HARNESS_EXIT_FAIL = 1, HARNESS_EXIT_USAGE = 2, HARNE
 #define HARNESS_NOIPA
 #endif
 
+/* A reference that may be vectorized with Advanced SIMD but never with SVE: independent of
+ * the SVE code under test and of the compiler's SVE vectorization, and several times cheaper
+ * to emulate than a scalar loop (the reference runs in every count run). AArch64 GCC only;
+ * elsewhere (clang, a host build) it is HARNESS_SCALAR. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__aarch64__)
+#define HARNESS_REFERENCE __attribute__((noinline, target("+nosve")))
+#else
+#define HARNESS_REFERENCE HARNESS_SCALAR
+#endif
+
 /* A kernel kept in a function of its own (not inlined into main), so the ROI shows it by
  * name and `./harness explain` finds its loop. */
 #if defined(__GNUC__)
@@ -87,10 +97,17 @@ HARNESS_NORETURN HARNESS_PRINTF(1, 2) void harness_usage_error(const char *fmt, 
 #define HARNESS_PAGE 4096u
 void *harness_alloc(size_t bytes, size_t align);
 
-/* Deterministic data: splitmix64 stream, its stateless form (hash of an index, which
- * vectorizes), and a byte fill from the latter. */
+/* Deterministic data: splitmix64 stream, its stateless form (hash of an index), and a byte
+ * fill from the latter. The hash is inline so that a fill loop calling it vectorizes: fills
+ * run outside the ROI but in every emulated run. */
 uint64_t harness_rand(uint64_t *state);
-uint64_t harness_hash(uint64_t i);
+static inline uint64_t harness_hash(uint64_t i)
+{
+    uint64_t z = i * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
 void harness_fill_bytes(void *p, size_t bytes, uint64_t seed);
 
 /* FNV-1a 64 over little-endian 64-bit words, then the trailing bytes. */

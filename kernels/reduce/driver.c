@@ -10,9 +10,10 @@
 #include "harness.h"
 #include "ops.h"
 
-/* The scalar reference of every op x dtype, never vectorized. */
-#define DEFINE_REF(op, dname, T)                                                        \
-    static HARNESS_SCALAR void ref_##op##_##dname(const void *in, void *inout, size_t n) \
+/* The reference of every op x dtype: the C macro, never vectorized with SVE (GCC may use
+ * Advanced SIMD: see HARNESS_REFERENCE). */
+#define DEFINE_REF(op, dname, T)                                                           \
+    static HARNESS_REFERENCE void ref_##op##_##dname(const void *in, void *inout, size_t n) \
     {                                                                                   \
         const T *a = in;                                                                \
         T *b = inout;                                                                   \
@@ -66,7 +67,7 @@ static uint64_t fp_nan(size_t esize, int kind, uint64_t payload)
  * pair and, with nan, a NaN in `in`, in `inout`, in both, and a signaling NaN. One typed loop
  * per type so the compiler vectorizes it: the fill is outside the ROI but in every run. */
 #define DEFINE_FILL_FP(T)                                                                \
-    static void fill_##T(T *in, T *io, size_t n, int nan, uint64_t seed)                \
+    static void fill_##T(T *restrict in, T *restrict io, size_t n, int nan, uint64_t seed) \
     {                                                                                   \
         for (size_t i = 0; i < n; i++) {                                                \
             uint64_t r = harness_hash(seed + i);                                        \
@@ -102,7 +103,7 @@ static inline uint64_t int_value(uint64_t r, unsigned bits, int is_signed)
 }
 
 #define DEFINE_FILL_INT(T, is_signed)                                                    \
-    static void fill_##T(T *in, T *io, size_t n, int nan, uint64_t seed)                 \
+    static void fill_##T(T *restrict in, T *restrict io, size_t n, int nan, uint64_t seed) \
     {                                                                                    \
         (void)nan;                                                                       \
         for (size_t i = 0; i < n; i++) {                                                 \

@@ -6,30 +6,58 @@
 #include "harness.h"
 #include "vector.h"
 
-/* Scalar reference: the same block copy, byte by byte. */
-static HARNESS_SCALAR void reference(unsigned char *packed, unsigned char *unpacked,
-                                     size_t count, size_t blen, size_t sbytes, int pack)
-{
-    HARNESS_NOVEC_LOOP
-    for (size_t k = 0; k < count; k++) {
-        HARNESS_NOVEC_LOOP
-        for (size_t b = 0; b < blen; b++) {
-            if (pack)
-                packed[k * blen + b] = unpacked[k * sbytes + b];
-            else
-                unpacked[k * sbytes + b] = packed[k * blen + b];
-        }
+/* Scalar reference: the same block copy, one element at a time (never vectorized, never
+ * memcpy, so independent of every kernel variant; by elements rather than bytes because it
+ * runs in every count run). `blen` and `sbytes` are multiples of sizeof(T). */
+#define DEFINE_REFERENCE(T)                                                                  \
+    static HARNESS_SCALAR void reference_##T(unsigned char *packed, unsigned char *unpacked, \
+                                             size_t count, size_t blen, size_t sbytes,       \
+                                             int pack)                                       \
+    {                                                                                        \
+        T v;                                                                                 \
+        HARNESS_NOVEC_LOOP                                                                   \
+        for (size_t k = 0; k < count; k++) {                                                 \
+            unsigned char *p = packed + k * blen, *u = unpacked + k * sbytes;                \
+            HARNESS_NOVEC_LOOP                                                               \
+            for (size_t b = 0; b < blen; b += sizeof v) {                                    \
+                memcpy(&v, pack ? u + b : p + b, sizeof v);                                  \
+                memcpy(pack ? p + b : u + b, &v, sizeof v);                                  \
+            }                                                                                \
+        }                                                                                    \
     }
+DEFINE_REFERENCE(uint64_t)
+DEFINE_REFERENCE(uint32_t)
+DEFINE_REFERENCE(uint8_t)
+
+/* The same signature and call sites as the byte-wise reference it replaced: main()'s set-up
+ * of the kernel call lies inside the ROI, so main() must compile to the same code (the ROI
+ * counts stay those of the golden files). */
+static HARNESS_NOIPA void reference(unsigned char *packed, unsigned char *unpacked,
+                                    size_t count, size_t blen, size_t sbytes, int pack)
+{
+    if (blen % 8 == 0 && sbytes % 8 == 0)
+        reference_uint64_t(packed, unpacked, count, blen, sbytes, pack);
+    else if (blen % 4 == 0 && sbytes % 4 == 0)
+        reference_uint32_t(packed, unpacked, count, blen, sbytes, pack);
+    else
+        reference_uint8_t(packed, unpacked, count, blen, sbytes, pack);
 }
 
-static HARNESS_SCALAR size_t first_mismatch(const unsigned char *a, const unsigned char *b,
-                                            size_t n)
+static HARNESS_SCALAR size_t first_mismatch_search(const unsigned char *a, const unsigned char *b,
+                                                   size_t n)
 {
     HARNESS_NOVEC_LOOP
     for (size_t i = 0; i < n; i++)
         if (a[i] != b[i])
             return i;
     return n;
+}
+
+/* glibc's memcmp (Advanced SIMD) proves the whole output at a fraction of a scalar loop's
+ * emulated cost; the byte search only runs to name a mismatch. */
+static HARNESS_NOIPA size_t first_mismatch(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    return memcmp(a, b, n) == 0 ? n : first_mismatch_search(a, b, n);
 }
 
 static unsigned long long element(const unsigned char *p, size_t i, size_t esize)

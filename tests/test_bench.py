@@ -1,0 +1,58 @@
+"""./harness bench on a small sweep: every part runs and every figure carries its target (issue
+14: bench failed at once on Snakemake 9 and no test noticed). Timings are printed, never asserted."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from conftest import PY, REPO
+
+from analysis.bench import TARGETS
+
+SMALL = REPO / "tests" / "configs" / "perf_host.yaml"  # counts and host perf baselines, small sizes
+REGRESS = f"""\
+kernel_table: {REPO / "configs" / "kernels.yaml"}
+vector_lengths: [128]
+sizes: {{copy: [4096]}}
+linearity_check: false
+kernels:
+  - {{kernel: copy, variants: [acle_4v]}}
+regression:
+  golden_dir: golden
+  metrics: [roi_net.total, roi.total, whole.total]
+"""
+
+
+def test_bench_runs_every_part_and_prints_each_target(tmp_path: Path) -> None:
+    reg = tmp_path / "regress_smoke.yaml"
+    reg.write_text(REGRESS)
+    sets = ["--set", f"results_dir={tmp_path / 'bless' / 'results'}", "--set", f"build_dir={tmp_path / 'bless' / 'build'}"]
+    bless = subprocess.run([PY, "-m", "analysis.regress", "bless", "--config", str(reg), *sets],
+                           cwd=REPO, capture_output=True, text=True)
+    assert bless.returncode == 0, bless.stdout + bless.stderr
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([PY, "-m", "analysis.bench", "--config", str(SMALL), "--full-config", str(SMALL),
+                           "--regress-config", str(reg), "--memcpy-config", str(SMALL), "--overhead-seconds", "0.05",
+                           # The Slurm and MPI parts have tests of their own (test_slurm, test_mpi5).
+                           "--skip-slurm", "--skip-mpi", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    for key, target in (("default", "default_s"), ("rerun_noop", "rerun_noop_s"),
+                        ("regression_set", "regression_set_s"), ("full_matrix", "full_matrix_s")):
+        fig = report[key]
+        assert fig["target_s"] == TARGETS[target] and fig["met"] == (fig["seconds"] <= fig["target_s"]), fig
+        assert fig["cpu_s"] >= 0
+        assert f"target <= {TARGETS[target]:g}: " in proc.stdout
+    assert report["regression_set"]["passed"] is True
+    assert report["memcpy_family"]["runs"] > 0 and report["memcpy_family"]["counts_s"] > 0
+    assert "slurm" not in report and "mpi" not in report
+    assert report["overhead"]["target_ratio"] == TARGETS["overhead_ratio"] and report["overhead"]["ratio"] > 0
+    # Where the guest instructions go, per kernel of the sweep: every one has an ROI and more.
+    per = report["out_of_roi"]["per_kernel"]
+    assert set(per) == {"copy-c_scalar", "copy-glibc_memcpy", "copy-acle_4v", "reduce-c_scalar", "reduce-acle"}
+    for name, r in per.items():
+        assert 0 < r["roi"] < r["whole"] and 0 < r["outside_share"] < 1, (name, r)
+        assert f"  {name} " in proc.stdout
+    assert report["out_of_roi"]["whole"] == sum(r["whole"] for r in per.values())
