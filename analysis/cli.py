@@ -248,7 +248,9 @@ def cmd_explain(ns: argparse.Namespace) -> int:
 def cmd_test(ns: argparse.Namespace) -> int:
     """The test suite, then the regression of the committed golden counts (so a change that
     moves counts fails until it is re-blessed on purpose)."""
-    rc = subprocess.call([sys.executable, "-m", "pytest", str(REPO / "tests"), *ns.pytest_args], cwd=REPO)
+    # The slowest tests are named at the end, so the suite's time (CI keeps it under 30 min) is watched.
+    rc = subprocess.call([sys.executable, "-m", "pytest", str(REPO / "tests"), "--durations=15", *ns.pytest_args],
+                         cwd=REPO)
     if rc != 0 or ns.pytest_args:
         return rc
     from analysis import regress
