@@ -38,8 +38,6 @@ typedef struct tbs_mark {
 static tbs_rec **recs;
 static size_t n_recs, cap_recs;
 static bool want_mem, want_syms;
-/* mem mode: memory counters only in TBs translated inside an ROI */
-static bool mem_live;
 
 /* The clients loaded in this process: they share this core (one TB counter
  * and one translation callback for all of them) when QEMU loads them from
@@ -55,7 +53,7 @@ typedef struct tbs_client {
 static tbs_client clients[TBS_MAX_CLIENTS];
 static int n_clients;
 static bool trans_registered;
-static qemu_plugin_id_t trans_id, mem_id;
+static qemu_plugin_id_t trans_id;
 
 static uint64_t begins, ends;
 static bool in_roi, roi_error;
@@ -161,7 +159,6 @@ int tbs_parse_args(const char *client, const qemu_info_t *info, int argc,
 
 /* ---- ROI marker callbacks --------------------------------------------- */
 
-static void retranslate(bool live);
 
 
 static void add_adj(tbs_rec *r, uint32_t from, int64_t delta)
@@ -186,7 +183,6 @@ static void roi_begin_cb(unsigned int vcpu, void *ud)
         return;
     }
     in_roi = true;
-    retranslate(true);
     for (size_t i = 0; i < n_recs; i++) {
         tbs_rec *r = recs[i];
         r->roi_start = r->execs;
@@ -210,7 +206,6 @@ static void roi_end_cb(unsigned int vcpu, void *ud)
         return;
     }
     in_roi = false;
-    retranslate(false);
     for (size_t i = 0; i < n_recs; i++) {
         tbs_rec *r = recs[i];
         r->roi_execs += r->execs - r->roi_start;
@@ -278,7 +273,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                 insn, w == TBS_ROI_BEGIN ? roi_begin_cb : roi_end_cb,
                 QEMU_PLUGIN_CB_NO_REGS, m);
         }
-        if (want_mem && mem_live) {
+        if (want_mem) {
             /* RW: in 7.2 the R/W filter of inline memory ops is not
              * reliable (observed: an R-only counter counted the stores, a
              * W-only counter every access), so count every access and let
@@ -328,24 +323,13 @@ static void install(qemu_plugin_id_t id)
 }
 
 /*
- * Counting every memory access costs more than all the TB counters together
- * (an inline add per access), and only the ROI's are reported: the memory
- * client instruments accesses only in code translated inside an ROI. At each
- * marker, qemu_plugin_reset() flushes the translated code once the marker's
- * TB has finished (QEMU runs it as safe work before the next TB executes;
- * the rest of the marker routine is a `ret`, with no access) and then calls
- * install() again: the code that runs next is retranslated with or without
- * the counters. A reset asked for while one is pending is dropped, which is
- * harmless: the pending flush happens after the newest mem_live.
+ * The memory counters are in every TB and the ROI's share is taken by
+ * snapshot at the markers, like the TB counters. Instrumenting only code
+ * translated inside the ROI (qemu_plugin_reset at each marker) was cheaper,
+ * but QEMU 7.2 aborts in qemu_plugin_vcpu_mem_cb ("code should not be
+ * reached") when the reset meets a multi-threaded guest: Open MPI 5's
+ * singleton runs threads of its own (measured: 1 run in 2 or 3 aborted).
  */
-static void retranslate(bool live)
-{
-    if (want_mem) {
-        mem_live = live;
-        qemu_plugin_reset(mem_id, install);
-    }
-}
-
 int tbs_start(qemu_plugin_id_t id, bool mem_counters, bool symbols,
               void (*report)(void))
 {
@@ -364,9 +348,6 @@ int tbs_start(qemu_plugin_id_t id, bool mem_counters, bool symbols,
     pending_out = NULL;
     want_mem |= mem_counters;
     want_syms |= symbols;
-    if (mem_counters) {
-        mem_id = id;
-    }
     if (!trans_registered) {
         trans_registered = true;
         trans_id = id;

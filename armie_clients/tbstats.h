@@ -21,9 +21,7 @@
  *     memory accesses QEMU's own instrumentation reports (reads and writes
  *     together: QEMU 7.2 does not apply the R/W filter of inline memory ops
  *     reliably), snapshotted the same way. It needs no adjustment: accesses
- *     are counted when they happen, not at TB entry. Only code translated
- *     inside an ROI carries it: each marker has QEMU retranslate the code
- *     (qemu_plugin_reset, see retranslate() in tbstats.c).
+ *     are counted when they happen, not at TB entry.
  * Per-instruction whole-run count = record execs; ROI count = record
  * roi_execs + adjustments covering the instruction's index.
  * Limits: an instruction that faults in the middle of a TB leaves the rest of

@@ -31,7 +31,7 @@ rule plugin_core:
     params:
         cmd=lambda wc, output: _cmd(B.plugin_cmd(B.PLUGIN_CORE, output[0])),
     shell:
-        "{params.cmd} > {log} 2>&1"
+        "{params.cmd} > {log:q} 2>&1"
 
 
 rule plugin:
