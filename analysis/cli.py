@@ -73,7 +73,8 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
             # the Slurm reason, so it keeps Snakemake's plain output.
             rc = slurm.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args), on_slurm)
         else:
-            rc = guard.run(snakemake_cmd(ns.config, overrides, ns.cores, logger_args(ns.verbose) + ns.snakemake_args),
+            # Targets first: Snakemake 9's --logger takes several names and would read a target after it as one.
+            rc = guard.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args + logger_args(ns.verbose)),
                            env=snakemake_env())
     except guard.Interrupted:
         mark_stale(sweep, ns.snakemake_args)
@@ -84,17 +85,21 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
             print(f"full log: {kept}", flush=True)
     if rc != 0:
         mark_stale(sweep, ns.snakemake_args)
-    if rc == 0:
+    if rc == 0 and not WRITES_NOTHING & set(ns.snakemake_args):
         print(f"report: {report.write(sweep)}", flush=True)
     if rc == 0 and not mpi.needs_mpi(sweep):
         print(MPI_HINT, flush=True)
     return rc
 
 
+# Snakemake runs that write nothing: no stale marking, no report.
+WRITES_NOTHING = {"--unlock", "--dry-run", "-n"}
+
+
 def mark_stale(sweep: config.Sweep, snakemake_args: list[str]) -> None:
     """After a failed or interrupted sweep, no table or figure of it may look current (a run
     that only unlocks or plans has written nothing)."""
-    if {"--unlock", "--dry-run", "-n"} & set(snakemake_args):
+    if WRITES_NOTHING & set(snakemake_args):
         return
     line = guard.mark_stale(sweep.results_dir)
     if line:

@@ -75,3 +75,15 @@ def test_a_failed_job_is_one_line_with_its_log_tail(tmp_path: Path) -> None:
     assert failed[0].startswith("✗ count_qemu (compiler=gcc, build=vla, cpu=max, kernel=scale, variant=acle): error: ")
     assert "FAIL: y at index 0" in failed[0] and failed[0].endswith(f"(log: {log})")
     assert "[1/" not in out  # the log's progress lines stay in the log
+
+
+def test_a_target_after_the_double_dash_is_a_target_not_a_logger(tmp_path: Path) -> None:
+    """`./harness sweep -- counts_all` (bench's Slurm part runs it so): Snakemake 9's --logger takes
+    several names, and with the logger options before the target it read `counts_all` as a logger
+    name and refused. A dry run writes nothing, so it gets no report and no stale marking."""
+    results = tmp_path / "r"
+    proc = subprocess.run(sweep(tmp_path, results, "--", "counts_all", "--dry-run"), cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "invalid choice" not in proc.stderr
+    assert not (results / "report.html").exists() and not (results / "stale").exists()
