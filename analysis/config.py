@@ -132,10 +132,6 @@ class Binary:
     def vls_bits(self) -> int | None:
         return int(self.build[3:]) if self.build.startswith("vls") else None
 
-    @property
-    def build_kind(self) -> str:
-        return "vls" if self.build.startswith("vls") else "vla"
-
 
 @dataclass(frozen=True)
 class Run:
