@@ -77,6 +77,19 @@ def build(tmp_path_factory):
     return d
 
 
+def test_source_headers_state_the_shipped_build():
+    """Each plugin source's header names the sources and -std of plugin_cmd, the command the
+    workflow and these tests build with (the headers once said tbstats.c went into every client)."""
+    std = {f for f in plugin_cmd(PLUGIN_CORE, "x.so") if f.startswith("-std=")}
+    for src in sorted(SRC.glob("*.c")):
+        header = src.read_text().split("*/")[0]
+        assert set(re.findall(r"-std=\w+", header)) <= std, src.name
+        if src.stem in (PLUGIN_CORE, *CLIENTS):
+            shipped = {Path(a).name for a in plugin_cmd(src.stem, f"lib{src.stem}.so") if a.endswith(".c")}
+            named = set(re.findall(r"[\w<>]+\.c\b", header.split("Buil", 1)[-1].split(").")[0]))
+            assert named == shipped, (src.name, named, shipped)
+
+
 def decode(build, words, vl=512):
     """The shared decoder's answer per word: (class, sve, accesses) where
     accesses is "memclass:bytes ..." or "-" (tests/decode_driver.c)."""
