@@ -138,11 +138,13 @@ def test_fingerprint_mismatch_names_the_part_and_its_tolerance_set(tree: Path, t
     fp_path = changed / "results" / "golden" / "regress_small.fingerprint.json"
     fp = json.loads(fp_path.read_text())
     fp["qemu"] = "qemu-aarch64 version 7.2.0 (an older build)"
+    # Two parts differ; the first (compiler) has no tolerance set here, so qemu's applies and is named.
+    fp["compiler"]["gcc"]["version"] = "aarch64-linux-gnu-gcc (an older build) 12.1.0"
     fp_path.write_text(json.dumps(fp))
     proc = harness(changed, "regress")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "fingerprint differs in qemu" in proc.stdout
-    assert "applying tolerance set 'qemu_changed'" in proc.stdout
+    assert "fingerprint differs in compiler" in proc.stdout and "fingerprint differs in qemu" in proc.stdout
+    assert "applying tolerance set 'qemu_changed' (regression/on_fingerprint_change/qemu)" in proc.stdout
     fp_path.write_text("{not json")
     proc = harness(changed, "regress")
     assert proc.returncode == 2 and "fingerprint" in proc.stderr and "corrupt" in proc.stderr
