@@ -28,6 +28,7 @@ import pytest
 from disasm import branch_target, disasm_functions, expected_class, is_branch, objdump_words
 
 from analysis.build import PLUGIN_CORE, plugin_cmd
+from conftest import decode_driver_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "armie_clients"
@@ -70,9 +71,7 @@ def build(tmp_path_factory):
         r = run(plugin_cmd(c, d / f"lib{c}.so"))
         assert r.returncode == 0, r.stderr
         assert "warning" not in r.stderr, r.stderr
-    r = run(["gcc", "-O2", "-Wall", "-Wextra", "-std=gnu11", f"-I{SRC}",
-             "-o", str(d / "decode_driver"), str(ROOT / "tests" / "decode_driver.c"),
-             str(SRC / "decode.c")])
+    r = run(decode_driver_cmd(d / "decode_driver"))
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
     return d
 
@@ -809,7 +808,7 @@ def test_unknown_key_rejected(build, prog, tmp_path, client):
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_missing_out_rejected(build, prog, tmp_path, client):
+def test_missing_out_rejected(build, prog, client):
     kv = {"vl": 512} if client == "memory" else {}
     r = qemu(prog, ["sve", 16], [(build / f"lib{client}.so", kv)], check=False)
     assert r.returncode != 0
