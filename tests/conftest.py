@@ -37,6 +37,20 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_sweep(work: Path) -> tuple[Path, subprocess.CompletedProcess]:
+    """The tiny sweep (configs/tiny.yaml) through the command line, once per session, into a
+    results directory of its own on the session's build tree: (results directory, the sweep's
+    process). test_workflow checks the run, test_reliability and test_report read what it wrote
+    (and copy what they break)."""
+    results = work / "tiny-results"
+    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(REPO / "configs" / "tiny.yaml"),
+                           "--cores", "2", "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return results, proc
+
+
+@pytest.fixture(scope="session")
 def all_sweep(work: Path) -> config.Sweep:
     """Every static kernel of the table. The MPI rows need the arm64 Open MPI (./harness setup
     --with-mpi), which the default suite must not require: tests/test_mpi.py covers them. Host-only

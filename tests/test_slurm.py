@@ -146,9 +146,10 @@ def slurm_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local_counts(slurm_work: Path) -> bytes:
-    """The same sweep run by Snakemake on this machine, in its own trees."""
-    proc = snakemake(TINY, slurm_work / "local-build", slurm_work / "local-results")
+def local_counts(slurm_work: Path, work: Path) -> bytes:
+    """The same sweep run by Snakemake on this machine, into its own results on the session's
+    build tree (the Slurm run builds its own)."""
+    proc = snakemake(TINY, work / "build", slurm_work / "local-results")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return (slurm_work / "local-results" / "counts.csv").read_bytes()
 
