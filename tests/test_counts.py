@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis import config
-from conftest import ALL, decode_driver_cmd, run_cell, run_cell_once
+from conftest import ALL, PY, REPO, decode_driver_cmd, run_cell, run_cell_once
 from disasm import branch_target, expected_class, function_words, objdump_words
 
 EVERY_VL = list(config.CPU_MODEL_VLS["max"])
@@ -102,6 +102,23 @@ def test_a_wrong_closed_form_fails(binaries, plugin_dir, all_sweep) -> None:
     row = all_sweep.table.row("copy", "acle_4v")
     for wrong in ({"vectors_per_iteration": 4, "rounding": "ceil"}, {"vectors_per_iteration": 2, "rounding": "floor"}):
         assert closed_form_misses(all_sweep.table, row, binaries("copy", "acle_4v"), plugin_dir, wrong), wrong
+
+
+def test_count_command_prints_the_cell(binaries, plugin_dir, all_sweep, tmp_path) -> None:
+    """./harness count end to end, on the session's build tree (nothing to rebuild): the ROI net
+    counts by class of one cell, equal to the runs' difference, and the QEMU command."""
+    proc = subprocess.run([PY, "-m", "analysis.cli", "count", "copy", "acle_4v", "--vl", "256", "--size", "4100",
+                           "--set", f"build_dir={all_sweep.build_dir}", "--set", f"results_dir={tmp_path}"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    b = binaries("copy", "acle_4v")
+    roi_n, roi_0 = (run_cell_once(b, plugin_dir, 256, n)["inscount"]["roi"] for n in (4100, 0))
+    lines = proc.stdout.splitlines()
+    assert f"  roi_net total {roi_n['total'] - roi_0['total']}  sve {roi_n['sve'] - roi_0['sve']}" in lines
+    printed = {ln.split()[2]: int(ln.split()[3]) for ln in lines if ln.startswith("  roi_net class ")}
+    assert printed == {c: roi_n["classes"][c] - roi_0["classes"][c] for c in roi_n["classes"]
+                       if roi_n["classes"][c] - roi_0["classes"][c]}
+    assert any(ln.startswith("  command: env -i qemu-aarch64 -cpu max,sve-default-vector-length=32 ") for ln in lines)
 
 
 def test_four_vector_copy_scales_16x(binaries, plugin_dir) -> None:
