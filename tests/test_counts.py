@@ -2,6 +2,7 @@
 loop body, the class table against objdump's mnemonics, and reproducibility."""
 from __future__ import annotations
 
+import functools
 import math
 import os
 import subprocess
@@ -22,6 +23,7 @@ CLOSED_FORM_SIZES = [4100, 12292, 65536]
 LOOP_ROWS = [r.name for r in config.load(ALL).table.rows if "loop" in r.expect and not r.host_isa]
 
 
+@functools.lru_cache(maxsize=None)
 def back_edges(binary: Path, function: str) -> list[tuple[int, int, int]]:
     """(encoding of the backward conditional branch, instructions from its target to it,
     instructions in the function) for every loop of `function`, from objdump."""
