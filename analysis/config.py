@@ -132,10 +132,6 @@ class Binary:
     def vls_bits(self) -> int | None:
         return int(self.build[3:]) if self.build.startswith("vls") else None
 
-    @property
-    def build_kind(self) -> str:
-        return "vls" if self.build.startswith("vls") else "vla"
-
 
 @dataclass(frozen=True)
 class Run:
@@ -552,12 +548,14 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         for key in ("numerator", "denominator", "series"):
             if key in chk:
                 _check_selector(table, chk[key], f"checks/{chk['id']}")
+                _check_swept(sweep, chk[key], f"checks/{chk['id']}/{key}")
         _check_compiler(sweep, chk.get("compiler"), f"checks/{chk['id']}")
         for cond in chk.get("conditions", []):
             where = f"checks/{chk['id']}/conditions/{cond['line']}"
             for key in ("numerator", "denominator", "series"):
                 if key in cond:
                     _check_selector(table, cond[key], where)
+                    _check_swept(sweep, cond[key], f"{where}/{key}")
             _check_compiler(sweep, cond.get("compiler"), where)
             diff = condition_factors(sweep, chk, cond)
             if not diff:
@@ -691,6 +689,18 @@ def _check_selector(table: KernelTable, sel: dict[str, Any], where: str) -> None
         raise ConfigError(f"{where}: unknown kernel '{sel['kernel']}'; known: {', '.join(table.kernels())}")
     if "variant" in sel:
         table.row(sel["kernel"], sel["variant"])
+
+
+def _check_swept(sweep: Sweep, sel: dict[str, Any], where: str) -> None:
+    """A check compares lines the sweep counts: a kernel or variant of the table that the sweep
+    does not run has no data (and no cell for the summary to explain)."""
+    swept = [s for s in sweep.selections if s["kernel"] == sel["kernel"]]
+    if not swept:
+        raise ConfigError(f"{where}: kernel {sel['kernel']} is not part of this sweep: add it under kernels: or remove "
+                          "the check")
+    if "variant" in sel and not any(sel["variant"] in s["variants"] for s in swept):
+        raise ConfigError(f"{where}: {sel['kernel']} {sel['variant']} is not part of this sweep: add the variant to its "
+                          "kernels: entry or remove the check")
 
 
 def add_sweep_args(parser: "argparse.ArgumentParser") -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 
 from analysis.toolchain import OBJDUMP
@@ -40,8 +39,3 @@ def decode(encodings: list[int]) -> dict[int, str]:
 def mnemonic(text: str) -> str:
     """The mnemonic of an objdump line: 'ld1b\t{z0.b}, ...' -> 'ld1b'; 'b.ne 18' -> 'b.ne'."""
     return text.split()[0] if text.split() else "undefined"
-
-
-@lru_cache(maxsize=None)
-def mnemonic_of(encoding: int) -> str:
-    return mnemonic(decode([encoding])[encoding])

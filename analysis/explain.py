@@ -102,7 +102,7 @@ def find_cell(counts: pd.DataFrame, cell: Cell) -> pd.DataFrame:
     return rows
 
 
-def raw_run(results_dir: Path, cell: Cell, prov: pd.Series, size: int, sve: bool = True) -> dict[str, Any]:
+def raw_run(results_dir: Path, cell: Cell, size: int, sve: bool = True) -> dict[str, Any]:
     """`sve`: False for a row declared `sve: false`, whose raw JSON is under its own build."""
     build = ("vla" if sve else config.NOSVE) if cell.build == "vla" else f"vls{cell.vl}"
     path = results_dir / "raw" / cell.backend / cell.compiler / build / cell.cpu_model / f"{cell.kernel}-{cell.variant}.json"
@@ -149,7 +149,7 @@ def explain(cell: Cell, sweep: config.Sweep, counts: pd.DataFrame, prov: pd.Data
         "```",
         "",
     ]
-    run_n, run_0 = raw_run(sweep.results_dir, cell, p, cell.size, row.sve), raw_run(sweep.results_dir, cell, p, 0, row.sve)
+    run_n, run_0 = raw_run(sweep.results_dir, cell, cell.size, row.sve), raw_run(sweep.results_dir, cell, 0, row.sve)
     funcs = [f for f in run_n["inscount"].get("roi_functions") or []]
     lines += ["## Functions executed inside the ROI (size n run)", "", "| function | instructions | SVE |", "|---|---|---|"]
     lines += [f"| `{f['symbol']}` | {f['total']} | {f['sve']} |" for f in funcs] + [""]
@@ -193,7 +193,7 @@ def roi_functions(run: dict[str, Any]) -> list[str]:
 def cell_hot_loop(cell: Cell, sweep: config.Sweep, prov: pd.DataFrame) -> HotLoop | None:
     """The hot loop of one counted cell (for the summary's per-iteration comparison)."""
     p = prov[cell.matches(prov)].iloc[0]
-    run_n, run_0 = raw_run(sweep.results_dir, cell, p, cell.size), raw_run(sweep.results_dir, cell, p, 0)
+    run_n, run_0 = raw_run(sweep.results_dir, cell, cell.size), raw_run(sweep.results_dir, cell, 0)
     return hot_loop(Path(p["binary"]), roi_functions(run_n), run_n, run_0)
 
 

@@ -156,7 +156,7 @@ def where_metric(spec: dict[str, Any]) -> str:
     return spec.get("metric", METRIC)
 
 
-def per_vector(s: Series, sweep: config.Sweep, vl: int) -> float:
+def per_vector(s: Series, vl: int) -> float:
     """Instructions per VL-sized chunk of the measured data: the loop cost the ratio comes from."""
     return float(s.vla[vl]) / (s.size / (vl // 8))
 
@@ -211,9 +211,9 @@ def evaluate(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, sw
         lo, hi = min(ratio.index), max(ratio.index)
         unit = "cycles" if where_metric(check).startswith("gem5.cycles") else "insns"
         reason = (
-            f"{num.variant}: {per_vector(num, sweep, lo):.3g} {unit} per vector of data at VL {lo}, "
-            f"{per_vector(num, sweep, hi):.3g} at VL {hi}; {den.variant}: {per_vector(den, sweep, lo):.3g} / "
-            f"{per_vector(den, sweep, hi):.3g}. Hot opcodes (QEMU count) at VL {lo}: {num.variant}: "
+            f"{num.variant}: {per_vector(num, lo):.3g} {unit} per vector of data at VL {lo}, "
+            f"{per_vector(num, hi):.3g} at VL {hi}; {den.variant}: {per_vector(den, lo):.3g} / "
+            f"{per_vector(den, hi):.3g}. Hot opcodes (QEMU count) at VL {lo}: {num.variant}: "
             f"{top_ops(counts, num, lo)}; {den.variant}: {top_ops(counts, den, lo)}"
         )
         if is_gem5(check):
@@ -235,8 +235,8 @@ def evaluate(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, sw
             ok = spread <= tol
             paper, ours = "count x VL constant", f"max/min - 1 = {spread:.3%}"
         lo, hi = min(v.index), max(v.index)
-        reason = (f"{s.variant}: {per_vector(s, sweep, lo):.3g} insns per vector of data at VL {lo}, "
-                  f"{per_vector(s, sweep, hi):.3g} at VL {hi}; functions in the ROI at VL {lo}: "
+        reason = (f"{s.variant}: {per_vector(s, lo):.3g} insns per vector of data at VL {lo}, "
+                  f"{per_vector(s, hi):.3g} at VL {hi}; functions in the ROI at VL {lo}: "
                   f"{top_funcs(counts, s, lo)}; at VL {hi}: {top_funcs(counts, s, hi)}")
     return {"id": check["id"], "figure": check["figure"], "claim": check["claim"], "paper": paper,
             "ours": ours, "result": "pass" if ok else "FAIL", "reason": reason, "note": check.get("note", "")}

@@ -258,9 +258,11 @@ def regress(reg: Regression, cores: int, out=sys.stdout) -> int:
     if parts:
         for p in parts:
             print(f"fingerprint differs in {p}: golden {json.dumps(golden_fp.get(p))}, now {json.dumps(now_fp.get(p))}", file=out)
-        chosen = next((reg.on_change[p] for p in parts if p in reg.on_change), None)
-        if chosen:
-            print(f"applying tolerance set '{chosen}' (regression/on_fingerprint_change/{parts[0]})", file=out)
+        # The first differing part that has a tolerance set names it (not merely the first that differs).
+        named = next((p for p in parts if p in reg.on_change), None)
+        if named:
+            chosen = reg.on_change[named]
+            print(f"applying tolerance set '{chosen}' (regression/on_fingerprint_change/{named})", file=out)
             rules = reg.tolerance_sets[chosen] + rules
     now = run_sweep(reg, cores)
     drift = compare(golden, now, rules)

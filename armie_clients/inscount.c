@@ -2,9 +2,10 @@
  * inscount.c - QEMU 7.2 TCG plugin: SVE-aware instruction counts, whole run
  * and region of interest (between hint #0x40 and hint #0x41), by class.
  *
- * Build: analysis/build.py plugin_cmd (gcc -shared ... inscount.c tbstats.c
- * decode.c). Classes come from the decoder table shared with the memory
- * client (decode.c); tests/decode_driver.c prints them for any word.
+ * Build: analysis/build.py plugin_cmd (gcc -shared ... -std=gnu11 inscount.c
+ * decode.c -ltbstats: the counting core, built first as libtbstats.so).
+ * Classes come from the decoder table shared with the memory client
+ * (decode.c); tests/decode_driver.c prints them for any word.
  * Use:
  *   qemu-aarch64 -plugin ./libinscount.so,out=counts.json ./prog args
  * Arguments: out=<path> (required). Unknown keys are rejected.

@@ -2,9 +2,10 @@
  * memory.c - QEMU 7.2 TCG plugin: memory instructions and bytes in the
  * region of interest (between hint #0x40 and hint #0x41), by memory class.
  *
- * Build: analysis/build.py plugin_cmd (gcc -shared ... memory.c tbstats.c
- * decode.c). Memory classes and bytes come from the decoder table shared
- * with inscount (decode.c); tests/decode_driver.c prints them for any word.
+ * Build: analysis/build.py plugin_cmd (gcc -shared ... -std=gnu11 memory.c
+ * decode.c -ltbstats: the counting core, built first as libtbstats.so).
+ * Memory classes and bytes come from the decoder table shared with
+ * inscount (decode.c); tests/decode_driver.c prints them for any word.
  * Use:
  *   qemu-aarch64 -cpu max,sve-default-vector-length=64 \
  *       -plugin ./libmemory.so,out=mem.json,vl=512 ./prog args

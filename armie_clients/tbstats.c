@@ -3,9 +3,10 @@
  * the JSON file writer and the argument/API-version handling shared by the
  * armie_clients QEMU 7.2 plugins. See tbstats.h for the counting scheme.
  *
- * Compiled into each plugin with analysis/build.py plugin_cmd:
+ * Built once as the plugins' shared core by analysis/build.py plugin_cmd:
  *   gcc -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -std=gnu11 \
- *       -o lib<client>.so <client>.c tbstats.c decode.c
+ *       -o libtbstats.so tbstats.c
+ * Each client links it (-ltbstats, found beside it through -rpath $ORIGIN).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "tbstats.h"

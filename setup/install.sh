@@ -402,7 +402,13 @@ while [[ $# -gt 0 ]]; do
         --stop-slurm) exec "$ROOT/setup/slurm.sh" stop ;;
         --with-ompi5) WITH_OMPI5=1 ;;
         --force) FORCE=1 ;;
-        --check-simulation) MODE=simcheck; SIMFILE="${2:-}"; shift || true ;;
+        --check-simulation)
+            # Bad input: exit 2 with the fix (a bare `shift` past the end exited 1 without a word).
+            if [[ $# -lt 2 ]]; then
+                echo "$ME: --check-simulation needs a file: the saved output of 'apt-get install -s PACKAGES' ($ME --check-simulation FILE)" >&2
+                exit 2
+            fi
+            MODE=simcheck; SIMFILE=$2; shift ;;
         --venv-only) VENV_ONLY=1 ;;
         -h|--help) awk 'NR > 3 && /^#$/ { exit } NR > 1' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option '$1'; see $ME --help" ;;

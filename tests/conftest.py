@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ from analysis.backends import qemu  # noqa: E402
 PY = sys.executable
 ALL = REPO / "tests" / "configs" / "all_kernels.yaml"
 SNAKEMAKE = str(Path(PY).parent / "snakemake")
+# The builds whose ArmIE and gem5 binaries the tests read (test_kernels compares the three).
+OTHER_MARKER_BUILDS = ("vla", "vls512")
 
 
 def snakemake(sweep: Path, build_dir: Path, results_dir: Path, targets: list[str] | None = None,
@@ -34,6 +37,20 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_sweep(work: Path) -> tuple[Path, subprocess.CompletedProcess]:
+    """The tiny sweep (configs/tiny.yaml) through the command line, once per session, into a
+    results directory of its own on the session's build tree: (results directory, the sweep's
+    process). test_workflow checks the run, test_reliability and test_report read what it wrote
+    (and copy what they break)."""
+    results = work / "tiny-results"
+    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(REPO / "configs" / "tiny.yaml"),
+                           "--cores", "2", "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return results, proc
+
+
+@pytest.fixture(scope="session")
 def all_sweep(work: Path) -> config.Sweep:
     """Every static kernel of the table. The MPI rows need the arm64 Open MPI (./harness setup
     --with-mpi), which the default suite must not require: tests/test_mpi.py covers them. Host-only
@@ -47,12 +64,13 @@ def all_sweep(work: Path) -> config.Sweep:
 
 @pytest.fixture(scope="session")
 def binaries(work: Path, all_sweep: config.Sweep) -> Callable[..., Path]:
-    """Build every kernel (VLA and each VLS build, every backend's marker object) and the plugins."""
+    """Build every kernel (VLA and each VLS build) and the plugins; the ArmIE and gem5 marker
+    objects are linked for the VLA and VLS-512 builds only, the ones the tests read."""
     bd = all_sweep.build_dir
     targets = [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
     for row in all_sweep.table.rows:
         for b in all_sweep.builds():
-            for backend in ("qemu", "armie", "gem5"):
+            for backend in ("qemu", "armie", "gem5") if b in OTHER_MARKER_BUILDS else ("qemu",):
                 targets.append(str(build.binary_path(bd, "gcc", b, backend, row.name)))
     proc = snakemake(ALL, bd, all_sweep.results_dir, targets)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -68,9 +86,25 @@ def plugin_dir(binaries: Callable[..., Path], all_sweep: config.Sweep) -> Path:
     return build.plugin_path(all_sweep.build_dir, "inscount").parent
 
 
+def decode_driver_cmd(out: Path) -> list[str]:
+    """tests/decode_driver.c linked with the clients' decoder, compiled in the plugins' own C
+    dialect, optimization and warnings (build.PLUGIN_FLAGS), not flags of the tests' own."""
+    src = REPO / "armie_clients"
+    flags = [f for f in build.PLUGIN_FLAGS if f.startswith(("-std=", "-O", "-W"))]
+    return ["gcc", *flags, f"-I{src}", "-o", str(out), str(REPO / "tests" / "decode_driver.c"), str(src / "decode.c")]
+
+
 def run_cell(binary: Path, plugin_dir: Path, vl: int, size: int, params: tuple = (), cpu: str = "max",
              op: str = "-", dtype: str = "uint8") -> dict:
     return qemu.run_once(binary, cpu, config.Run(vl, size, op, dtype, params), plugin_dir)
+
+
+@functools.lru_cache(maxsize=None)
+def run_cell_once(binary: Path, plugin_dir: Path, vl: int, size: int, params: tuple = ()) -> dict:
+    """run_cell under -cpu max, run once per session (counts are deterministic, tested by
+    test_same_cell_twice_and_in_another_environment): tests that read the same cells share them.
+    The record is shared: read it, never change it."""
+    return run_cell(binary, plugin_dir, vl, size, params)
 
 
 def run_plain(binary: Path, vl: int, size: int, params: tuple = (), cpu: str = "max") -> subprocess.CompletedProcess:

@@ -89,6 +89,19 @@ def disasm_functions(exe, names):
     return funcs
 
 
+def function_words(exe, name):
+    """[(address, 32-bit word, mnemonic, operands)] of one function, from objdump."""
+    r = run([OBJDUMP, "-d", f"--disassemble={name}", str(exe)])
+    assert r.returncode == 0, r.stderr
+    out = []
+    for line in r.stdout.splitlines():
+        m = re.match(r"^\s+([0-9a-f]+):\s+([0-9a-f]{8})\s+(\S+)\s*(.*)$", line)
+        if m:
+            out.append((int(m[1], 16), int(m[2], 16), m[3], m[4]))
+    assert out, f"{name}: not found in {exe}"
+    return out
+
+
 def branch_target(ops):
     m = re.search(r"\b([0-9a-f]+) <", ops)
     return int(m[1], 16) if m else None

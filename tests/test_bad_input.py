@@ -1,4 +1,6 @@
-"""Each bad input gives one line naming the fix, before any job runs, and touches nothing."""
+"""Each bad input gives one line naming the fix, before any job runs, and touches nothing.
+The command line is called in-process (analysis.cli.main: the same parsing, validation and
+message); test_bad_input_touches_no_results runs ./harness's Python end to end."""
 from __future__ import annotations
 
 import os
@@ -8,17 +10,35 @@ from pathlib import Path
 import pytest
 import yaml
 
+from analysis import cli
 from conftest import PY, REPO
 
 BASE = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
 
 
-def validate(tmp_path: Path, changes: dict, env: dict | None = None, cmd: str = "validate") -> subprocess.CompletedProcess:
+@pytest.fixture
+def harness(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    """analysis.cli.main in-process, from the repository as ./harness runs it: (exit code, stdout, stderr)."""
+    monkeypatch.chdir(REPO)
+
+    def call(*args: str) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        rc = cli.main(list(args))
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), rc, out.out, out.err)
+
+    return call
+
+
+def write_config(tmp_path: Path, changes: dict) -> Path:
     cfg = {**BASE, **changes, "results_dir": str(tmp_path / "results"), "build_dir": str(tmp_path / "build")}
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    return subprocess.run([PY, "-m", "analysis.cli", cmd, "--config", str(path)],
-                          cwd=REPO, capture_output=True, text=True, env=env)
+    return path
+
+
+def validate(tmp_path: Path, changes: dict, harness) -> subprocess.CompletedProcess:
+    return harness("validate", "--config", str(write_config(tmp_path, changes)))
 
 
 def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
@@ -51,15 +71,21 @@ def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
     ({"sizes": {"copy": [65536]}}, ["no size for family 'vector'"]),
     ({"vector_lengths": "128"}, ["vector_lengths", "is not of type 'array'"]),
     ({"colour": "blue"}, ["Additional properties are not allowed", "colour"]),
+    # A check on a kernel of the table that the sweep does not run (was a bare StopIteration
+    # while Snakemake parsed rules/plot.smk).
+    ({"checks": [{**BASE["checks"][0], "numerator": {"kernel": "reduce", "variant": "acle"}}]},
+     ["checks/copy_ratio/numerator: kernel reduce is not part of this sweep", "add it under kernels:"]),
+    ({"checks": [{**BASE["checks"][1], "series": {"kernel": "pack", "variant": "acle"},
+                  "conditions": [{"line": "x", "series": {"kernel": "pack", "variant": "blocks_autovec"}}]}]},
+     ["checks/pack_flat/conditions/x/series: pack blocks_autovec is not part of this sweep",
+      "add the variant to its kernels: entry"]),
 ])
-def test_bad_config(tmp_path: Path, changes: dict, needles: list[str]) -> None:
-    one_line_error(validate(tmp_path, changes), *needles)
+def test_bad_config(tmp_path: Path, changes: dict, needles: list[str], harness) -> None:
+    one_line_error(validate(tmp_path, changes, harness), *needles)
 
 
-def test_missing_config_file(tmp_path: Path) -> None:
-    proc = subprocess.run([PY, "-m", "analysis.cli", "validate", "--config", str(tmp_path / "nope.yaml")],
-                          cwd=REPO, capture_output=True, text=True)
-    one_line_error(proc, "file not found")
+def test_missing_config_file(tmp_path: Path, harness) -> None:
+    one_line_error(harness("validate", "--config", str(tmp_path / "nope.yaml")), "file not found")
 
 
 def _path_without(tmp_path: Path, *tools: str) -> dict:
@@ -75,22 +101,25 @@ def _path_without(tmp_path: Path, *tools: str) -> dict:
     return {**os.environ, "PATH": str(shadow)}
 
 
-def test_missing_cross_compiler(tmp_path: Path) -> None:
-    proc = validate(tmp_path, {}, env=_path_without(tmp_path, "aarch64-linux-gnu-gcc"))
+def test_missing_cross_compiler(tmp_path: Path, harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", _path_without(tmp_path, "aarch64-linux-gnu-gcc")["PATH"])
+    proc = validate(tmp_path, {}, harness)
     one_line_error(proc, "aarch64-linux-gnu-gcc not found", "./harness setup")
 
 
-def test_missing_qemu(tmp_path: Path) -> None:
-    proc = validate(tmp_path, {}, env=_path_without(tmp_path, "qemu-aarch64"))
+def test_missing_qemu(tmp_path: Path, harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", _path_without(tmp_path, "qemu-aarch64")["PATH"])
+    proc = validate(tmp_path, {}, harness)
     one_line_error(proc, "qemu-aarch64 not found", "qemu-user")
 
 
-def test_unsupported_qemu_version(tmp_path: Path) -> None:
+def test_unsupported_qemu_version(tmp_path: Path, harness, monkeypatch: pytest.MonkeyPatch) -> None:
     env = _path_without(tmp_path, "qemu-aarch64")
     fake = Path(env["PATH"]) / "qemu-aarch64"
     fake.write_text("#!/bin/sh\necho 'qemu-aarch64 version 8.2.2 (Debian 1:8.2.2)'\n")
     fake.chmod(0o755)
-    one_line_error(validate(tmp_path, {}, env=env), "version 8.2", "QEMU 7.2")
+    monkeypatch.setenv("PATH", env["PATH"])
+    one_line_error(validate(tmp_path, {}, harness), "version 8.2", "QEMU 7.2")
 
 
 def test_bad_input_touches_no_results(tmp_path: Path) -> None:
@@ -99,7 +128,8 @@ def test_bad_input_touches_no_results(tmp_path: Path) -> None:
     sentinel = results / "counts.csv"
     sentinel.write_text("previous table\n")
     before = sentinel.stat().st_mtime_ns
-    proc = validate(tmp_path, {"vector_lengths": [100]}, cmd="sweep")
+    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(write_config(tmp_path, {"vector_lengths": [100]}))],
+                          cwd=REPO, capture_output=True, text=True)
     one_line_error(proc, "VL 100")
     assert sentinel.read_text() == "previous table\n"
     assert sentinel.stat().st_mtime_ns == before
@@ -107,10 +137,9 @@ def test_bad_input_touches_no_results(tmp_path: Path) -> None:
     assert not (tmp_path / "build").exists()
 
 
-def test_vls_binary_at_another_vl_is_refused_before_running(tmp_path: Path) -> None:
-    proc = subprocess.run([PY, "-m", "analysis.cli", "count", "copy", "acle_4v", "--vl", "384", "--build", "vls512",
-                           "--set", f"build_dir={tmp_path / 'build'}", "--set", f"results_dir={tmp_path / 'results'}"],
-                          cwd=REPO, capture_output=True, text=True)
+def test_vls_binary_at_another_vl_is_refused_before_running(tmp_path: Path, harness) -> None:
+    proc = harness("count", "copy", "acle_4v", "--vl", "384", "--build", "vls512",
+                   "--set", f"build_dir={tmp_path / 'build'}", "--set", f"results_dir={tmp_path / 'results'}")
     one_line_error(proc, "vls512 is built for 512 bits and cannot run at 384 bits")
     assert not (tmp_path / "build").exists()
 
@@ -121,9 +150,8 @@ def test_vls_binary_at_another_vl_is_refused_before_running(tmp_path: Path) -> N
     (["--vl", "1024", "--cpu", "a64fx"], "a64fx model does not support VL 1024"),
     (["--vl", "512", "--build", "vls384"], "--build vls384"),
 ])
-def test_single_cell_bad_input(tmp_path: Path, args: list[str], needle: str) -> None:
-    proc = subprocess.run([PY, "-m", "analysis.cli", "count", "copy", "acle_4v", *args,
-                           "--set", f"build_dir={tmp_path / 'build'}"], cwd=REPO, capture_output=True, text=True)
+def test_single_cell_bad_input(tmp_path: Path, args: list[str], needle: str, harness) -> None:
+    proc = harness("count", "copy", "acle_4v", *args, "--set", f"build_dir={tmp_path / 'build'}")
     one_line_error(proc, needle)
 
 
@@ -148,15 +176,14 @@ def test_single_cell_bad_input(tmp_path: Path, args: list[str], needle: str) -> 
     (["count", "copy", "acle_4v", "--vl", "128", "--size", str(10**20), "--set", "build_dir={tmp}/build"],
      ["--size 100000000000000000000", "999999999999"]),
 ])
-def test_bad_input_of_the_commands(tmp_path: Path, args: list[str], needles: list[str]) -> None:
+def test_bad_input_of_the_commands(tmp_path: Path, args: list[str], needles: list[str], harness) -> None:
     (tmp_path / "afile").write_text("not a directory\n")
-    proc = subprocess.run([PY, "-m", "analysis.cli", *(a.format(tmp=tmp_path) for a in args)],
-                          cwd=REPO, capture_output=True, text=True)
+    proc = harness(*(a.format(tmp=tmp_path) for a in args))
     one_line_error(proc, *needles)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
-def test_size_the_binaries_refuse_fails_validate(tmp_path: Path) -> None:
-    one_line_error(validate(tmp_path, {"sizes": {"copy": [10**20], "vector": [65536]}}), "size 100000000000000000000",
-                   "at most 999999999999")
-    one_line_error(validate(tmp_path, {"sizes": {"copy": [600_000_000_000], "vector": [65536]}}), "twice the size")
+def test_size_the_binaries_refuse_fails_validate(tmp_path: Path, harness) -> None:
+    one_line_error(validate(tmp_path, {"sizes": {"copy": [10**20], "vector": [65536]}}, harness),
+                   "size 100000000000000000000", "at most 999999999999")
+    one_line_error(validate(tmp_path, {"sizes": {"copy": [600_000_000_000], "vector": [65536]}}, harness), "twice the size")

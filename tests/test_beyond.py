@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from analysis import build, config
-from conftest import run_cell, run_plain, snakemake
-from test_counts import iterations, loop_body
+from conftest import run_cell, run_cell_once, run_plain, snakemake
+from test_counts import CLOSED_FORM_SIZES, iterations, loop_body
 
 EVERY_VL = list(config.CPU_MODEL_VLS["max"])
 # Odd sizes exercise the tails; 1 MiB is the family's largest.
@@ -42,8 +42,9 @@ def test_buffer_is_zero_sve_closed_form_at_every_vl(binaries, plugin_dir, all_sw
     body, length = loop_body(b, "buffer_is_zero")
     rest: dict[bool, set[int]] = {True: set(), False: set()}
     for vl in EVERY_VL:
-        for n in (256, 4096, 65536 + 13, 1 << 20):
-            roi = run_cell(b, plugin_dir, vl, n, (("where", "none"),))["inscount"]["roi"]["total"]
+        # The closed-form sizes of test_counts (the same runs, made once) and one short buffer.
+        for n in (256, *CLOSED_FORM_SIZES):
+            roi = run_cell_once(b, plugin_dir, vl, n, (("where", "none"),))["inscount"]["roi"]["total"]
             rest[iterations(n, vl, loop) > 0].add(roi - iterations(n, vl, loop) * body)
     assert len(rest[True]) == 1 and len(rest[False]) == 1, rest
     for r in rest.values():
@@ -97,25 +98,6 @@ def test_memcpy_every_variant_verified_at_every_vl(binaries, all_sweep) -> None:
                         sums.setdefault(n, set()).add(proc.stdout.split("checksum=")[1].strip())
     assert not failures, "\n".join(failures[:10])
     assert all(len(v) == 1 for v in sums.values()), sums
-
-
-def test_memcpy_closed_form_at_every_vl(binaries, plugin_dir, all_sweep) -> None:
-    """Each SVE copy's declared loop (vectors per iteration, floor): ROI net = iterations x
-    body + one constant per variant at all 16 VLs (the loop's entry, bounded by the code
-    outside it), the body counted by objdump."""
-    rows = [r for r in counted_memcpy_rows(all_sweep.table) if "loop" in r.expect]
-    assert {r.variant for r in rows} >= {"sve_aligned", "sve_x2", "sve_x4", "sve_nt", "sve_prefetch"}
-    for row in rows:
-        b = binaries("memcpy", row.variant)
-        body, length = loop_body(b, "memcpy_kernel")
-        rest = set()
-        for vl in EVERY_VL:
-            roi0 = run_cell(b, plugin_dir, vl, 0, memcpy_params(row))["inscount"]["roi"]["total"]
-            for n in (4096, 65536 + 13, 1 << 20):
-                roi = run_cell(b, plugin_dir, vl, n, memcpy_params(row))["inscount"]["roi"]["total"]
-                rest.add(roi - roi0 - iterations(n, vl, row.expect["loop"]) * body)
-        assert len(rest) == 1, (row.name, rest)
-        assert 0 <= rest.pop() <= length - body, row.name
 
 
 def test_memcpy_misaligned_pointer_refused_by_aligned_variants(binaries, all_sweep) -> None:

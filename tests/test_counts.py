@@ -2,6 +2,7 @@
 loop body, the class table against objdump's mnemonics, and reproducibility."""
 from __future__ import annotations
 
+import functools
 import math
 import os
 import subprocess
@@ -10,23 +11,33 @@ from pathlib import Path
 import pytest
 
 from analysis import config
-from conftest import REPO, run_cell
-from disasm import branch_target, disasm_functions, expected_class, is_branch, objdump_words
+from conftest import ALL, PY, REPO, decode_driver_cmd, run_cell, run_cell_once
+from disasm import branch_target, expected_class, function_words, objdump_words
 
-CLOSED_FORM_VLS = [128, 384, 512, 1152, 2048]
-CLOSED_FORM_SIZES = [65536, 100003, 1048576]
+EVERY_VL = list(config.CPU_MODEL_VLS["max"])
+# Multiples of 4 bytes (one float of the vector and reduce rows), none but 65536 a multiple of
+# any loop's chunk: a wrong rounding moves the constant between sizes. 4100 B exceed one
+# iteration of every declared loop at VL 2048 (4 vectors x 256 B), so the loop always runs.
+CLOSED_FORM_SIZES = [4100, 12292, 65536]
+# The table's rows that declare their hot loop (every static one the session builds).
+LOOP_ROWS = [r.name for r in config.load(ALL).table.rows if "loop" in r.expect and not r.host_isa]
+
+
+@functools.lru_cache(maxsize=None)
+def back_edges(binary: Path, function: str) -> list[tuple[int, int, int]]:
+    """(encoding of the backward conditional branch, instructions from its target to it,
+    instructions in the function) for every loop of `function`, from objdump."""
+    insns = function_words(binary, function)
+    index = {a: i for i, (a, _, _, _) in enumerate(insns)}
+    return [(w, i - index[branch_target(o)] + 1, len(insns)) for i, (a, w, m, o) in enumerate(insns)
+            if m.startswith(("b.", "cb", "tb")) and branch_target(o) in index and branch_target(o) < a]
 
 
 def loop_body(binary: Path, function: str = "copy_kernel") -> tuple[int, int]:
-    """(instructions per iteration, instructions in the function) from objdump: the loop is
-    the range from the target of the one backward conditional branch to that branch."""
-    insns = disasm_functions(binary, {function})[function]
-    back = [(i, a, o) for i, (a, m, o) in enumerate(insns)
-            if is_branch(m) and m.startswith(("b.", "cb", "tb")) and (branch_target(o) or a) < a]
-    assert len(back) == 1, f"{function}: expected one loop, found back edges {back}"
-    i_branch, _, ops = back[0]
-    i_target = next(i for i, (a, _, _) in enumerate(insns) if a == branch_target(ops))
-    return i_branch - i_target + 1, len(insns)
+    """(instructions per iteration, instructions in the function) of a function with one loop."""
+    loops = back_edges(binary, function)
+    assert len(loops) == 1, f"{function}: expected one loop, found back edges {loops}"
+    return loops[0][1], loops[0][2]
 
 
 def default_params(table: config.KernelTable, row: config.KernelRow) -> tuple:
@@ -41,22 +52,75 @@ def iterations(n: int, vl: int, loop: dict) -> int:
     return math.ceil(n / chunk) if loop["rounding"] == "ceil" else n // chunk
 
 
-@pytest.mark.parametrize("variant", ["acle_1v", "acle_4v"])
-def test_closed_form_roi_counts(binaries, plugin_dir, all_sweep, variant: str) -> None:
-    """roi(n2) - roi(n1) = (iters(n2) - iters(n1)) x body exactly at every VL, and
-    roi_net(n) - iters(n) x body is one constant everywhere, bounded by the code outside the loop."""
-    loop = all_sweep.table.row("copy", variant).expect["loop"]
-    binary = binaries("copy", variant)
-    body, length = loop_body(binary)
-    rest = set()
-    for vl in CLOSED_FORM_VLS:
-        roi = {n: run_cell(binary, plugin_dir, vl, n)["inscount"]["roi"]["total"] for n in [0, *CLOSED_FORM_SIZES]}
-        for n1, n2 in zip(CLOSED_FORM_SIZES, CLOSED_FORM_SIZES[1:]):
-            assert roi[n2] - roi[n1] == (iterations(n2, vl, loop) - iterations(n1, vl, loop)) * body, (vl, n1, n2)
+def closed_form_misses(table: config.KernelTable, row: config.KernelRow, binary: Path, plugin_dir: Path,
+                       loop: dict) -> list[str]:
+    """Where the ROI counts break `loop` at every VL: the hot loop's back edge (objdump; the one
+    that ran, in the ROI's busiest function) must run iterations(n) times, and
+    roi(n) - roi(0) - iterations(n) x body must be one constant, bounded by the code outside the loop."""
+    params = default_params(table, row)
+    misses, rest, bound = [], set(), 0
+    for vl in EVERY_VL:
+        run0 = run_cell_once(binary, plugin_dir, vl, 0, params)
         for n in CLOSED_FORM_SIZES:
-            rest.add(roi[n] - roi[0] - iterations(n, vl, loop) * body)
-    assert len(rest) == 1, rest
-    assert 0 <= rest.pop() <= length - body
+            run = run_cell_once(binary, plugin_dir, vl, n, params)
+            ran = {int(e["encoding"], 16): e["count"] for e in run["opcodes"]["roi"]}
+            for e in run0["opcodes"]["roi"]:
+                ran[int(e["encoding"], 16)] = ran.get(int(e["encoding"], 16), 0) - e["count"]
+            function = run["inscount"]["roi_functions"][0]["symbol"]
+            hot = {(body, length) for word, body, length in back_edges(binary, function) if ran.get(word, 0) > 0}
+            if len(hot) != 1:
+                return [f"VL {vl} size {n}: {function} has {len(hot)} loops that ran ({hot}); expected one"]
+            (body, length), = hot
+            want = iterations(n, vl, loop)
+            taken = max(ran[word] for word, b, _ in back_edges(binary, function) if b == body and ran.get(word, 0) > 0)
+            if taken != want:
+                misses.append(f"VL {vl} size {n}: the back edge ran {taken} times, the closed form says {want}")
+            rest.add(run["inscount"]["roi"]["total"] - run0["inscount"]["roi"]["total"] - want * body)
+            bound = length - body
+    if len(rest) != 1 or not 0 <= min(rest) <= bound:
+        misses.append(f"roi(n) - roi(0) - iterations x body takes {sorted(rest)}: expected one value in 0..{bound}")
+    return misses
+
+
+@pytest.mark.parametrize("name", LOOP_ROWS)
+def test_closed_form_roi_counts(binaries, plugin_dir, all_sweep, name: str) -> None:
+    """Every row declaring `expect: loop` in the kernel table, at all 16 VLs: the loop runs
+    rounding(size / (vectors_per_iteration x VL bytes)) times and the rest of the ROI is constant."""
+    row = next(r for r in all_sweep.table.rows if r.name == name)
+    misses = closed_form_misses(all_sweep.table, row, binaries(row.kernel, row.variant), plugin_dir, row.expect["loop"])
+    assert not misses, f"{name} {row.expect['loop']}:\n" + "\n".join(misses[:10])
+
+
+def test_the_table_declares_the_acle_loops() -> None:
+    """The paper's hand-written SVE loops and the beyond-the-paper ones carry their closed form
+    (the compiler-vectorized lines do not: their loop is the compiler's choice, per compiler)."""
+    assert set(LOOP_ROWS) >= {"copy-acle_1v", "copy-acle_4v", "pack-acle", "unpack-acle", "reduce-acle",
+                              "buffer_is_zero-sve", "memcpy-sve_aligned", "memcpy-sve_x2", "memcpy-sve_x4",
+                              "memcpy-sve_nt", "memcpy-sve_prefetch"}
+
+
+def test_a_wrong_closed_form_fails(binaries, plugin_dir, all_sweep) -> None:
+    """The check can fail: copy acle_4v's loop declared with the wrong rounding or width."""
+    row = all_sweep.table.row("copy", "acle_4v")
+    for wrong in ({"vectors_per_iteration": 4, "rounding": "ceil"}, {"vectors_per_iteration": 2, "rounding": "floor"}):
+        assert closed_form_misses(all_sweep.table, row, binaries("copy", "acle_4v"), plugin_dir, wrong), wrong
+
+
+def test_count_command_prints_the_cell(binaries, plugin_dir, all_sweep, tmp_path) -> None:
+    """./harness count end to end, on the session's build tree (nothing to rebuild): the ROI net
+    counts by class of one cell, equal to the runs' difference, and the QEMU command."""
+    proc = subprocess.run([PY, "-m", "analysis.cli", "count", "copy", "acle_4v", "--vl", "256", "--size", "4100",
+                           "--set", f"build_dir={all_sweep.build_dir}", "--set", f"results_dir={tmp_path}"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    b = binaries("copy", "acle_4v")
+    roi_n, roi_0 = (run_cell_once(b, plugin_dir, 256, n)["inscount"]["roi"] for n in (4100, 0))
+    lines = proc.stdout.splitlines()
+    assert f"  roi_net total {roi_n['total'] - roi_0['total']}  sve {roi_n['sve'] - roi_0['sve']}" in lines
+    printed = {ln.split()[2]: int(ln.split()[3]) for ln in lines if ln.startswith("  roi_net class ")}
+    assert printed == {c: roi_n["classes"][c] - roi_0["classes"][c] for c in roi_n["classes"]
+                       if roi_n["classes"][c] - roi_0["classes"][c]}
+    assert any(ln.startswith("  command: env -i qemu-aarch64 -cpu max,sve-default-vector-length=32 ") for ln in lines)
 
 
 def test_four_vector_copy_scales_16x(binaries, plugin_dir) -> None:
@@ -71,10 +135,7 @@ def test_four_vector_copy_scales_16x(binaries, plugin_dir) -> None:
 def _classifier(tmp: Path) -> Path:
     """The host driver of the clients' shared decoder: `<word> <class> ...` per word."""
     tool = tmp / "decode_driver"
-    src = REPO / "armie_clients"
-    proc = subprocess.run(["gcc", "-O2", "-std=gnu11", f"-I{src}", "-o", str(tool),
-                           str(REPO / "tests" / "decode_driver.c"), str(src / "decode.c")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(decode_driver_cmd(tool), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return tool
 

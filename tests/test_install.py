@@ -93,6 +93,13 @@ def test_guard_refuses_and_names_removed_packages():
     assert "nothing was installed" in proc.stderr
 
 
+def test_guard_without_a_file_names_what_it_needs():
+    proc = subprocess.run(["bash", str(INSTALL), "--check-simulation"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "--check-simulation needs a file" in proc.stderr
+    assert "apt-get install -s" in proc.stderr
+
+
 @pytest.mark.parametrize("name", ["sim-clean.txt", "sim-unmet.txt"])
 def test_guard_accepts_simulation_without_remv(name: str):
     proc = subprocess.run(

@@ -10,7 +10,7 @@ import pytest
 from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
-from conftest import REPO, run_plain
+from conftest import OTHER_MARKER_BUILDS, REPO, run_plain
 from disasm import OBJDUMP, run
 
 VLA_VLS = [128, 384, 512, 2048]
@@ -127,7 +127,7 @@ def _alloc_bytes(path: Path) -> dict[str, bytes]:
 
 def test_kernel_code_identical_across_marker_objects(binaries, all_sweep) -> None:
     for row in all_sweep.table.rows:
-        for build_name in ("vla", "vls512"):
+        for build_name in OTHER_MARKER_BUILDS:
             images = {be: _alloc_bytes(binaries(row.kernel, row.variant, build_name, be)) for be in ("qemu", "armie", "gem5")}
             assert images["qemu"] == images["armie"] == images["gem5"], f"{row.name} {build_name}"
 

@@ -28,6 +28,7 @@ import pytest
 from disasm import branch_target, disasm_functions, expected_class, is_branch, objdump_words
 
 from analysis.build import PLUGIN_CORE, plugin_cmd
+from conftest import decode_driver_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "armie_clients"
@@ -70,11 +71,22 @@ def build(tmp_path_factory):
         r = run(plugin_cmd(c, d / f"lib{c}.so"))
         assert r.returncode == 0, r.stderr
         assert "warning" not in r.stderr, r.stderr
-    r = run(["gcc", "-O2", "-Wall", "-Wextra", "-std=gnu11", f"-I{SRC}",
-             "-o", str(d / "decode_driver"), str(ROOT / "tests" / "decode_driver.c"),
-             str(SRC / "decode.c")])
+    r = run(decode_driver_cmd(d / "decode_driver"))
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
     return d
+
+
+def test_source_headers_state_the_shipped_build():
+    """Each plugin source's header names the sources and -std of plugin_cmd, the command the
+    workflow and these tests build with (the headers once said tbstats.c went into every client)."""
+    std = {f for f in plugin_cmd(PLUGIN_CORE, "x.so") if f.startswith("-std=")}
+    for src in sorted(SRC.glob("*.c")):
+        header = src.read_text().split("*/")[0]
+        assert set(re.findall(r"-std=\w+", header)) <= std, src.name
+        if src.stem in (PLUGIN_CORE, *CLIENTS):
+            shipped = {Path(a).name for a in plugin_cmd(src.stem, f"lib{src.stem}.so") if a.endswith(".c")}
+            named = set(re.findall(r"[\w<>]+\.c\b", header.split("Buil", 1)[-1].split(").")[0]))
+            assert named == shipped, (src.name, named, shipped)
 
 
 def decode(build, words, vl=512):
@@ -796,7 +808,7 @@ def test_unknown_key_rejected(build, prog, tmp_path, client):
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_missing_out_rejected(build, prog, tmp_path, client):
+def test_missing_out_rejected(build, prog, client):
     kv = {"vl": 512} if client == "memory" else {}
     r = qemu(prog, ["sve", 16], [(build / f"lib{client}.so", kv)], check=False)
     assert r.returncode != 0

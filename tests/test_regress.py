@@ -1,6 +1,8 @@
 """bless / regress: golden counts, fingerprint, drift report, in a temporary copy of the tree."""
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import os
 import shutil
@@ -47,23 +49,15 @@ def harness(root: Path, action: str, env: dict | None = None) -> subprocess.Comp
                           cwd=root, capture_output=True, text=True, env=env)
 
 
-def golden(root: Path) -> Path:
-    return root / "results" / "golden" / "regress_small.csv"
-
-
-def test_unchanged_tree_passes(tree: Path) -> None:
-    proc = harness(tree, "regress")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "values match" in proc.stdout
-
-
-def test_regress_in_two_environments_gives_identical_results(tree: Path) -> None:
+def test_unchanged_tree_passes_alike_in_two_environments(tree: Path) -> None:
     env = {**os.environ, "LANG": "C", "SOME_VARIABLE": "y" * 3000, "PATH": os.environ["PATH"] + ":/opt/nothing"}
     first = harness(tree, "regress")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "values match" in first.stdout
     drift1 = (tree / "results" / "regress_small" / "drift.csv").read_text()
     second = harness(tree, "regress", env=env)
     drift2 = (tree / "results" / "regress_small" / "drift.csv").read_text()
-    assert first.returncode == second.returncode == 0
+    assert second.returncode == 0, second.stdout + second.stderr
     assert drift1 == drift2
 
 
@@ -91,61 +85,107 @@ def test_one_extra_instruction_in_a_loop_fails_naming_the_kernel(tree: Path, tmp
     assert (changed / "results" / "regress_small" / "drift.png").stat().st_size > 0
 
 
-def reshape_fingerprint(root: Path) -> None:
+# --- the comparison logic, in-process on the committed golden files (no sweep) ---------------
+
+@pytest.fixture
+def golden_reg(tmp_path: Path):
+    """The committed regression golden files copied to tmp_path, as a Regression."""
+    from analysis import regress
+
+    for suffix in (".csv", ".fingerprint.json"):
+        shutil.copy(REPO / "results" / "golden" / f"regress{suffix}", tmp_path / f"regress{suffix}")
+    reg = regress.load(REPO / "configs" / "regress.yaml", {"results_dir": str(tmp_path / "results")})
+    return dataclasses.replace(reg, golden_dir=tmp_path)
+
+
+def reshape_fingerprint(reg) -> None:
     """Record the golden CSV's new shape in its fingerprint, as bless does: the golden set
     differs on purpose (a value now counted that was not, one no longer counted)."""
     from analysis import regress
 
-    fp_path = root / "results" / "golden" / "regress_small.fingerprint.json"
-    fp_path.write_text(json.dumps({**json.loads(fp_path.read_text()), **regress.golden_shape(golden(root))}))
+    fp = reg.golden_fingerprint
+    fp.write_text(json.dumps({**json.loads(fp.read_text()), **regress.golden_shape(reg.golden_csv)}))
 
 
-def test_missing_golden_row_is_reported(tree: Path, tmp_path: Path) -> None:
-    changed = tmp_path / "t"
-    shutil.copytree(tree, changed, ignore=shutil.ignore_patterns("regress_small"))
-    lines = golden(changed).read_text().splitlines()
+def run_regress(reg, monkeypatch: pytest.MonkeyPatch, now, now_fp: dict | None = None) -> tuple[int, str]:
+    """regress() with the sweep's counts and the fingerprint given: its verdict and report."""
+    from analysis import regress
+
+    golden_fp = json.loads(reg.golden_fingerprint.read_text())
+    monkeypatch.setattr(regress, "run_sweep", lambda reg, cores: now)
+    monkeypatch.setattr(regress, "fingerprint", lambda reg: now_fp or golden_fp)
+    out = io.StringIO()
+    return regress.regress(reg, 1, out=out), out.getvalue()
+
+
+def test_missing_and_new_values_are_reported(golden_reg, monkeypatch: pytest.MonkeyPatch) -> None:
+    from analysis import regress, table
+
+    now = table.read_counts(golden_reg.golden_csv)
+    lines = golden_reg.golden_csv.read_text().splitlines()
     dropped = next(line for line in lines if ",roi_net.total," in line)
-    golden(changed).write_text("\n".join(line for line in lines if line != dropped) + "\n")
-    proc = harness(changed, "regress")
-    assert proc.returncode == 2 and "1 rows" not in proc.stderr and "truncated or edited" in proc.stderr
-    reshape_fingerprint(changed)
-    proc = harness(changed, "regress")
-    assert proc.returncode == 1
-    assert "1 new" in proc.stdout and "new" in proc.stdout
-    lines = golden(changed).read_text().splitlines()
-    golden(changed).write_text("\n".join(lines + [dropped.replace(",roi_net.total,", ",roi_net.bogus,")]) + "\n")
-    reshape_fingerprint(changed)
-    proc = harness(changed, "regress")
-    assert proc.returncode == 1
-    assert "1 missing" in proc.stdout and "roi_net.bogus" in proc.stdout
+    golden_reg.golden_csv.write_text("\n".join(line for line in lines if line != dropped) + "\n")
+    with pytest.raises(regress.RegressError, match="truncated or edited") as e:
+        regress.read_golden(golden_reg)
+    assert "1 rows" not in str(e.value)
+    reshape_fingerprint(golden_reg)
+    rc, out = run_regress(golden_reg, monkeypatch, now)
+    assert rc == 1 and "0 moved, 0 missing, 1 new" in out, out
+    lines = golden_reg.golden_csv.read_text().splitlines()
+    golden_reg.golden_csv.write_text("\n".join(lines + [dropped.replace(",roi_net.total,", ",roi_net.bogus,")]) + "\n")
+    reshape_fingerprint(golden_reg)
+    rc, out = run_regress(golden_reg, monkeypatch, now)
+    assert rc == 1 and "0 moved, 1 missing, 1 new" in out and "roi_net.bogus" in out, out
 
 
-def test_corrupt_golden_file(tree: Path, tmp_path: Path) -> None:
-    changed = tmp_path / "t"
-    shutil.copytree(tree, changed, ignore=shutil.ignore_patterns("regress_small"))
-    golden(changed).write_text("kernel,variant\n\x00garbage,,,\n")
-    proc = harness(changed, "regress")
-    assert proc.returncode == 2
-    assert "is corrupt" in proc.stderr and "re-bless" in proc.stderr
-    golden(changed).unlink()
-    proc = harness(changed, "regress")
-    assert proc.returncode == 2 and "no golden file" in proc.stderr and "bless" in proc.stderr
+def test_a_moved_value_within_a_tolerance_rule_passes(golden_reg, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exact by default; a tolerance rule (relative, by kernel/variant/metric pattern) lets a
+    value move that much and no more."""
+    from analysis import regress, table
+
+    now = table.read_counts(golden_reg.golden_csv)
+    whole = now.index[now["metric"] == "whole.total"][0]
+    now.loc[whole, "value"] = int(now.loc[whole, "value"] * 1.02)
+    drift = regress.compare(table.read_counts(golden_reg.golden_csv), now, [])
+    assert list(drift[drift["status"] != "ok"]["metric"]) == ["whole.total"]
+    assert regress.compare(table.read_counts(golden_reg.golden_csv), now, [{"metric": "whole.*", "relative": 0.05}])[
+        "status"].eq("ok").all()
+    assert not regress.compare(table.read_counts(golden_reg.golden_csv), now, [{"metric": "whole.*", "relative": 0.01}])[
+        "status"].eq("ok").all()
+    assert run_regress(golden_reg, monkeypatch, now)[0] == 1
 
 
-def test_fingerprint_mismatch_names_the_part_and_its_tolerance_set(tree: Path, tmp_path: Path) -> None:
-    changed = tmp_path / "t"
-    shutil.copytree(tree, changed, ignore=shutil.ignore_patterns("regress_small"))
-    fp_path = changed / "results" / "golden" / "regress_small.fingerprint.json"
-    fp = json.loads(fp_path.read_text())
-    fp["qemu"] = "qemu-aarch64 version 7.2.0 (an older build)"
-    fp_path.write_text(json.dumps(fp))
-    proc = harness(changed, "regress")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "fingerprint differs in qemu" in proc.stdout
-    assert "applying tolerance set 'qemu_changed'" in proc.stdout
-    fp_path.write_text("{not json")
-    proc = harness(changed, "regress")
-    assert proc.returncode == 2 and "fingerprint" in proc.stderr and "corrupt" in proc.stderr
+def test_corrupt_golden_file(golden_reg) -> None:
+    from analysis import regress
+
+    golden_reg.golden_csv.write_text("kernel,variant\n\x00garbage,,,\n")
+    with pytest.raises(regress.RegressError, match="is corrupt.*re-bless"):
+        regress.read_golden(golden_reg)
+    golden_reg.golden_csv.unlink()
+    with pytest.raises(regress.RegressError, match="no golden file.*bless"):
+        regress.read_golden(golden_reg)
+
+
+def test_fingerprint_mismatch_names_the_part_and_its_tolerance_set(golden_reg, monkeypatch: pytest.MonkeyPatch) -> None:
+    from analysis import regress, table
+
+    now_fp = json.loads(golden_reg.golden_fingerprint.read_text())
+    now_fp["qemu"] = "qemu-aarch64 version 7.2.0 (a newer build)"
+    now_fp["config"] = "another config"
+    # Two parts with a tolerance set differ (qemu, then config without one): qemu's applies and is named.
+    rc, out = run_regress(golden_reg, monkeypatch, table.read_counts(golden_reg.golden_csv), now_fp)
+    assert rc == 0, out
+    assert "fingerprint differs in qemu" in out and "fingerprint differs in config" in out
+    assert "applying tolerance set 'qemu_changed' (regression/on_fingerprint_change/qemu)" in out
+    # The first part that differs (qemu) has no tolerance set when on_fingerprint_change names only
+    # harness: the set applied is harness's, and harness is the part named.
+    reg = dataclasses.replace(golden_reg, on_change={"harness": "harness_changed"})
+    now_fp["harness"] = "another harness"
+    rc, out = run_regress(reg, monkeypatch, table.read_counts(golden_reg.golden_csv), now_fp)
+    assert "applying tolerance set 'harness_changed' (regression/on_fingerprint_change/harness)" in out, out
+    golden_reg.golden_fingerprint.write_text("{not json")
+    with pytest.raises(regress.RegressError, match="fingerprint.*corrupt"):
+        regress.read_golden(golden_reg)
 
 
 def test_user_ci_workflow_is_a_valid_github_workflow(tmp_path: Path) -> None:

@@ -57,14 +57,9 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # ---- 2. paths are never run as commands, and any path works ----
 
 @pytest.fixture(scope="module")
-def reference(work: Path) -> Path:
-    """The tiny sweep from the repository itself, at plain paths (test_workflow's own run
-    must find work to do, so a directory of its own; the build tree is shared)."""
-    results = work / "tiny-results-plain"
-    proc = cli(REPO, "sweep", "--config", str(REPO / "configs" / "tiny.yaml"), "--cores", "2",
-               "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return results / "counts.csv"
+def reference(tiny_sweep: tuple[Path, subprocess.CompletedProcess]) -> Path:
+    """The tiny sweep from the repository itself, at plain paths (the session's run)."""
+    return tiny_sweep[0] / "counts.csv"
 
 
 def test_clone_path_with_space_and_dollar_and_results_dir_with_a_command(clone: Path, reference: Path) -> None:

@@ -75,13 +75,9 @@ def in_browser(page: Path) -> dict[str, list]:
 
 
 @pytest.fixture(scope="module")
-def swept(work: Path) -> Path:
+def swept(tiny_sweep: tuple[Path, subprocess.CompletedProcess]) -> Path:
     """The tiny sweep; its end writes report.html."""
-    results = work / "report-results"
-    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(TINY), "--cores", "2",
-                           "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}"],
-                          cwd=REPO, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results, proc = tiny_sweep
     assert f"report: {results / 'report.html'}" in proc.stdout
     return results
 

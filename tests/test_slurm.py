@@ -146,9 +146,10 @@ def slurm_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local_counts(slurm_work: Path) -> bytes:
-    """The same sweep run by Snakemake on this machine, in its own trees."""
-    proc = snakemake(TINY, slurm_work / "local-build", slurm_work / "local-results")
+def local_counts(slurm_work: Path, work: Path) -> bytes:
+    """The same sweep run by Snakemake on this machine, into its own results on the session's
+    build tree (the Slurm run builds its own)."""
+    proc = snakemake(TINY, work / "build", slurm_work / "local-results")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return (slurm_work / "local-results" / "counts.csv").read_bytes()
 
@@ -258,6 +259,7 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
     node = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%N"], env=local_slurm, capture_output=True,
                           text=True, check=True).stdout.strip()
     results = slurm_work / "down-results"
+    block = None
     try:
         # Down before the sweep: refused before anything is submitted.
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=harness-test"],
@@ -289,8 +291,10 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
         left = subprocess.run(["squeue", "-h", "-t", "PD,R", "-o", "%k"], env=local_slurm, capture_output=True,
                               text=True).stdout
         assert "rule_" not in left
-        subprocess.run(["scancel", block], env=local_slurm)
     finally:
+        # A failed assertion must not leave the blocker holding the node for 15 minutes.
+        if block:
+            subprocess.run(["scancel", block], env=local_slurm)
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=local_slurm)
 
 

@@ -179,3 +179,84 @@ def test_an_mpi_claim_is_data(tmp_path: Path) -> None:
     factors = config.condition_factors(sweep, sweep.checks[0], chk["conditions"][0])
     assert factors[0] == "denominator source kernels/reduce/elementwise.c vs kernels/reduce/acle.c"
     assert factors[1].startswith("denominator cflags ")
+
+
+# --- every check kind, in-process on synthetic counts: one case that passes, one that fails ---
+
+VLS = [128, 256, 512, 1024]
+COPY_N = 1048576
+NUM, DEN = {"kernel": "copy", "variant": "c_vec"}, {"kernel": "copy", "variant": "acle_4v"}
+
+
+def _check(kind: str, **keys) -> dict:
+    return {"id": kind, "figure": 2, "claim": kind, "kind": kind, **keys}
+
+
+def _result(check: dict, per_vl: dict[str, dict[int, float]]) -> dict:
+    sweep = config.load(DEFAULT)
+    counts = _counts({("copy", v, "gcc"): values for v, values in per_vl.items()})
+    return plot.evaluate(check, counts, pd.DataFrame(columns=["kernel", "variant", "size", "roi_symbol"]), sweep)
+
+
+@pytest.mark.parametrize("den, result", [({128: 100, 256: 100, 512: 100, 1024: 100}, "pass"),
+                                         ({128: 100, 256: 100, 512: 100, 1024: 50}, "FAIL")])
+def test_ratio_range(den: dict, result: str) -> None:
+    """Every VL's numerator / denominator lies in [min, max]; one VL outside fails the check."""
+    num = {vl: 200 + vl // 8 for vl in VLS}  # ratios 2.16 .. 3.28
+    r = _result(_check("ratio_range", numerator=NUM, denominator=DEN, min=2.0, max=3.5),
+                {"c_vec": num, "acle_4v": den})
+    assert (r["result"], r["paper"]) == (result, "2 .. 3.5")
+    assert r["ours"] == ("2.16 .. 3.28 (VL 128 .. 1024)" if result == "pass" else "2.16 .. 6.56 (VL 128 .. 1024)")
+
+
+@pytest.mark.parametrize("at_2048, result", [(1000 / 16, "pass"), (1000 / 8, "FAIL")])
+def test_vl_ratio(at_2048: float, result: str) -> None:
+    """count(vl_a) / count(vl_b) against the target: 16 for a count that scales with VL."""
+    series = {128: 1000, 512: 250, 2048: at_2048}
+    r = _result(_check("vl_ratio", series=DEN, vl_a=128, vl_b=2048, target=16, tolerance=0.05), {"acle_4v": series})
+    assert (r["result"], r["paper"], r["ours"]) == (result, "16", "16" if result == "pass" else "8")
+
+
+@pytest.mark.parametrize("shape, result", [("inverse", "pass"), ("flat", "FAIL")])
+def test_inverse_vl(shape: str, result: str) -> None:
+    """count x VL constant (within the tolerance): a count that halves as VL doubles passes,
+    a flat one fails."""
+    series = {vl: (2_048_000 // vl if shape == "inverse" else 16_000) for vl in VLS}
+    r = _result(_check("inverse_vl", series=DEN, tolerance=0.01), {"acle_4v": series})
+    assert (r["result"], r["paper"]) == (result, "count x VL constant")
+    assert r["ours"] == ("max/min - 1 = 0.000%" if result == "pass" else "max/min - 1 = 700.000%")
+
+
+@pytest.mark.parametrize("num, result", [({128: 3.0, 256: 5.0, 512: 3.5, 1024: 4.5}, "pass"),
+                                         ({128: 3.0, 256: 3.0, 512: 3.5, 1024: 3.5}, "FAIL")])
+def test_ratio_aggregate_mean(num: dict, result: str) -> None:
+    """aggregate: mean judges the mean ratio over VLs: 4.0 passes although no single VL is
+    within 10 % of 4 (the same check without aggregate fails); a mean of 3.25 fails."""
+    per_vl = {"c_vec": {vl: 100 * x for vl, x in num.items()}, "acle_4v": {vl: 100 for vl in VLS}}
+    mean = _result(_check("ratio", numerator=NUM, denominator=DEN, target=4.0, tolerance=0.1, aggregate="mean"), per_vl)
+    assert (mean["result"], mean["paper"]) == (result, "4 (mean over VLs)")
+    assert mean["ours"].startswith("mean 4; " if result == "pass" else "mean 3.25; ")
+    each = _result(_check("ratio", numerator=NUM, denominator=DEN, target=4.0, tolerance=0.1), per_vl)
+    assert each["result"] == "FAIL"
+
+
+def test_nonlinear_cell_is_flagged_in_the_summary(tmp_path: Path) -> None:
+    """ROI(2n) - ROI(n) against ROI(n) - ROI(0): 2 % apart is flagged (non-linear), 0.5 % is not;
+    the summary lists the flagged cell only."""
+    from analysis import subtract
+
+    cell = {"op": "-", "dtype": "uint8", "layout": "contiguous", "build": "vla", "cpu_model": "max",
+            "backend": "qemu", "compiler": "gcc", "metric": "roi.total"}
+    n = 65536
+    roi = {("acle_4v", 512): {0: 100, n: 10_100, 2 * n: 20_150}, ("c_vec", 512): {0: 100, n: 10_100, 2 * n: 20_300}}
+    raw = pd.DataFrame([{"kernel": "copy", "variant": v, "vl": vl, "size": s, "value": x, **cell}
+                        for (v, vl), by_size in roi.items() for s, x in by_size.items()])
+    lin = subtract.linearity_rows(raw)
+    ppm = dict(zip(lin[lin["metric"] == "roi_net.linearity_ppm"]["variant"], lin[lin["metric"] == "roi_net.linearity_ppm"]["value"]))
+    flag = dict(zip(lin[lin["metric"] == "roi_net.nonlinear"]["variant"], lin[lin["metric"] == "roi_net.nonlinear"]["value"]))
+    assert ppm == {"acle_4v": 5000, "c_vec": 20000} and flag == {"acle_4v": 0, "c_vec": 1}
+    sweep = config.load(REPO / "configs" / "tiny.yaml")
+    out = tmp_path / "summary.md"
+    plot.write_summary([], subtract.subtract(raw), out, sweep)
+    listed = [ln for ln in out.read_text().splitlines() if ln.startswith("- non-linear")]
+    assert listed == ["- non-linear (> 1 %): copy c_vec - uint8 vla VL 512 size 65536"]

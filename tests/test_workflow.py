@@ -9,18 +9,14 @@ import pandas as pd
 import pytest
 
 from analysis import table
-from conftest import PY, REPO, snakemake
+from conftest import REPO, snakemake
 
 TINY = REPO / "configs" / "tiny.yaml"
 
 
 @pytest.fixture(scope="module")
-def tiny(work: Path) -> Path:
-    results = work / "tiny-results"
-    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(TINY), "--cores", "2",
-                           "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}"],
-                          cwd=REPO, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+def tiny(tiny_sweep: tuple[Path, subprocess.CompletedProcess]) -> Path:
+    results, proc = tiny_sweep
     # Without a terminal: plain lines, no per-job record; Snakemake's full log is kept.
     out = proc.stdout + proc.stderr
     assert "Select jobs to execute" not in out and len(out.splitlines()) < 40, out
