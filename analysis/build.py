@@ -9,8 +9,8 @@ import shlex
 from pathlib import Path
 
 from analysis import mpi
-from analysis.config import REPO, KernelTable, Sweep
-from analysis.toolchain import COMPILERS, compiler_cflags
+from analysis.config import REPO, Job, KernelTable, Sweep
+from analysis.toolchain import COMPILERS, CROSS_COMPILERS, compiler_cflags
 
 INCLUDE = REPO / "kernels" / "include"
 ROI_SOURCES = REPO / "kernels" / "roi"
@@ -124,6 +124,31 @@ def plugin_cmd(client: str, out: Path | str) -> list[str]:
             f"-L{out.parent}", f"-l{PLUGIN_CORE}", "-Wl,-rpath,$ORIGIN"]
 
 
+def kernel_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, kernel: str, variant: str) -> list[str]:
+    row = table.row(kernel, variant)
+    out = obj_dir(build_dir, compiler, build) / f"{kernel}-{variant}.o"
+    return compile_cmd(build_dir, compiler, build, row.source, out, kernel_flags(table, kernel, variant, compiler))
+
+
+def driver_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, family: str) -> list[str]:
+    fam = table.families[family]
+    out = obj_dir(build_dir, compiler, build) / f"driver_{family}.o"
+    return compile_cmd(build_dir, compiler, build, fam.driver, out, family_flags(table, family))
+
+
+def harness_compile_cmd(build_dir: Path, compiler: str, build: str) -> list[str]:
+    return compile_cmd(build_dir, compiler, build, HARNESS_SOURCE, obj_dir(build_dir, compiler, build) / "harness.o")
+
+
+def binary_link_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, backend: str, kernel: str,
+                    variant: str) -> list[str]:
+    row = table.row(kernel, variant)
+    objs = kernel_objects(build_dir, table, compiler, build, kernel, variant)
+    roi = roi_object(build_dir, compiler, backend, build)
+    return link_cmd(compiler, [*objs.values(), roi], binary_path(build_dir, compiler, build, backend, row.name),
+                    mpi.family_library(table, row.family) or False)
+
+
 def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kernel: str, variant: str) -> list[str]:
     """Every command that produces one binary, as runnable shell lines (for provenance and explain)."""
     bd = sweep.build_dir
@@ -132,17 +157,23 @@ def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kerne
     objs = kernel_objects(bd, table, compiler, build, kernel, variant)
     roi = roi_object(bd, compiler, backend, build)
     fam = table.families[row.family]
-    lines = [compile_cmd(bd, compiler, build, fam.driver, objs["driver"], family_flags(table, row.family))] if fam.driver else []
-    lines += [compile_cmd(bd, compiler, build, row.source, objs["kernel"], kernel_flags(table, kernel, variant, compiler))]
+    lines = [driver_compile_cmd(bd, table, compiler, build, row.family)] if fam.driver else []
+    lines += [kernel_compile_cmd(bd, table, compiler, build, kernel, variant)]
     lines += [compile_cmd(bd, compiler, build, src, objs[f"extra:{src.stem}"], family_flags(table, row.family))
               for src in extra_sources(table, kernel, variant)]
     lines += [
-        compile_cmd(bd, compiler, build, HARNESS_SOURCE, objs["harness"]),
+        harness_compile_cmd(bd, compiler, build),
         compile_cmd(bd, compiler, build if backend == "perf" else "vla", roi_source(backend), roi),
-        link_cmd(compiler, [*objs.values(), roi], binary_path(bd, compiler, build, backend, row.name),
-                 mpi.family_library(table, row.family) or False),
+        binary_link_cmd(bd, table, compiler, build, backend, kernel, variant),
     ]
     return [shlex.join(c) for c in lines]
+
+
+def grouped_builds(sweep: Sweep, jobs: list[Job]) -> list[str]:
+    """The cross builds (VLA, VLS-N) the sweep's count jobs run, in the sweep's order: the build
+    rules make these of one source in one job."""
+    used = {j.binary.build for j in jobs if j.binary.compiler in CROSS_COMPILERS}
+    return [b for b in sweep.builds() if b in used]
 
 
 def reduce_matrix_header(table: KernelTable) -> str:
