@@ -196,6 +196,10 @@ def reduce_matrix_header(table: KernelTable) -> str:
     )
 
 
+ROI_MARKERS = ("roi_begin", "roi_end")
+ROI_FIX = "put roi_begin(); before and roi_end(); after the work to count (see kernels/template/my_kernel.c)"
+
+
 def missing_roi_calls(objects: list[Path]) -> list[str]:
     """Marker routines that none of the objects calls (an empty list is what we want)."""
     from elftools.elf.elffile import ELFFile
@@ -205,7 +209,7 @@ def missing_roi_calls(objects: list[Path]) -> list[str]:
         with open(obj, "rb") as f:
             symtab = ELFFile(f).get_section_by_name(".symtab")
             undefined |= {s.name for s in symtab.iter_symbols() if s["st_shndx"] == "SHN_UNDEF"}
-    return [m for m in ("roi_begin", "roi_end") if m not in undefined]
+    return [m for m in ROI_MARKERS if m not in undefined]
 
 
 def roi_check_message(name: str, objects: list[Path]) -> str | None:
@@ -213,8 +217,20 @@ def roi_check_message(name: str, objects: list[Path]) -> str | None:
     missing = missing_roi_calls(objects)
     if not missing:
         return None
-    return (f"kernel {name}: never calls {' or '.join(f'{m}()' for m in missing)}: put roi_begin(); "
-            "before and roi_end(); after the work to count (see kernels/template/my_kernel.c)")
+    return f"kernel {name}: never calls {' or '.join(f'{m}()' for m in missing)}: {ROI_FIX}"
+
+
+def roi_check_shell(name: str, objects: list[Path] | list[str]) -> str:
+    """roi_check_message's check and message as one shell command that fails (status 1, the
+    message on stderr) or succeeds, for the link rule: a Python start per binary cost more than
+    the link. The host's nm reads the objects of every target."""
+    objs = " ".join(shlex.quote(str(o)) for o in objects)
+    return (
+        f"u=$(nm -u --format=just-symbols {objs}) && nl=$'\\n' && miss= && "
+        f"for m in {' '.join(ROI_MARKERS)}; do case \"$nl$u$nl\" in *\"$nl$m$nl\"*) ;; "
+        f"*) miss=\"$miss${{miss:+ or }}$m()\" ;; esac; done && "
+        f"if [ -n \"$miss\" ]; then echo \"kernel {name}: never calls $miss: {ROI_FIX}\" >&2; false; fi"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -92,5 +93,20 @@ def test_a_kernel_without_markers_is_refused_at_link(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "kernel scale-acle: never calls roi_end()" in proc.stdout + proc.stderr
     assert not target.exists()
+    # The log's last line is the reason (the progress display shows it for a failed job).
     log = root / "build" / "logs" / "gcc" / "link-qemu-scale-acle.log"
-    assert log.read_text().strip().endswith("(see kernels/template/my_kernel.c)")
+    assert log.read_text().strip().splitlines()[-1].startswith("kernel scale-acle: never calls roi_end()")
+
+
+@pytest.mark.parametrize("calls", [("roi_begin", "roi_end"), ("roi_begin",), ("roi_end",), ()])
+def test_the_link_rules_shell_check_says_what_the_python_check_says(tmp_path: Path, calls: tuple[str, ...]) -> None:
+    objs = []
+    for i, name in enumerate(["work", *calls]):
+        src = tmp_path / f"o{i}.c"
+        src.write_text(f"void {name}(void); void f{i}(void) {{ {name}(); }}\n" if name != "work" else "int work;\n")
+        objs.append(tmp_path / f"o{i}.o")
+        subprocess.run(["aarch64-linux-gnu-gcc", "-c", str(src), "-o", str(objs[-1])], check=True)
+    want = build.roi_check_message("k-v", objs)
+    proc = subprocess.run(["bash", "-c", "set -euo pipefail; " + build.roi_check_shell("k-v", objs)],
+                          capture_output=True, text=True)
+    assert (proc.returncode, proc.stderr.strip() or None) == (0 if want is None else 1, want)
