@@ -236,7 +236,7 @@ def roi_check_shell(name: str, objects: list[Path] | list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """`python -m analysis.build check-roi NAME OBJ...`: refuse to link a kernel whose objects
     never call the ROI markers, with a message that says what to add. (The link rule runs the
-    same check inside Snakemake, without starting Python per binary.)"""
+    same check as a shell command, roi_check_shell, without starting Python per binary.)"""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
