@@ -9,8 +9,8 @@ import shlex
 from pathlib import Path
 
 from analysis import mpi
-from analysis.config import REPO, KernelTable, Sweep
-from analysis.toolchain import COMPILERS, compiler_cflags
+from analysis.config import REPO, Job, KernelTable, Sweep
+from analysis.toolchain import COMPILERS, CROSS_COMPILERS, compiler_cflags
 
 INCLUDE = REPO / "kernels" / "include"
 ROI_SOURCES = REPO / "kernels" / "roi"
@@ -124,6 +124,31 @@ def plugin_cmd(client: str, out: Path | str) -> list[str]:
             f"-L{out.parent}", f"-l{PLUGIN_CORE}", "-Wl,-rpath,$ORIGIN"]
 
 
+def kernel_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, kernel: str, variant: str) -> list[str]:
+    row = table.row(kernel, variant)
+    out = obj_dir(build_dir, compiler, build) / f"{kernel}-{variant}.o"
+    return compile_cmd(build_dir, compiler, build, row.source, out, kernel_flags(table, kernel, variant, compiler))
+
+
+def driver_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, family: str) -> list[str]:
+    fam = table.families[family]
+    out = obj_dir(build_dir, compiler, build) / f"driver_{family}.o"
+    return compile_cmd(build_dir, compiler, build, fam.driver, out, family_flags(table, family))
+
+
+def harness_compile_cmd(build_dir: Path, compiler: str, build: str) -> list[str]:
+    return compile_cmd(build_dir, compiler, build, HARNESS_SOURCE, obj_dir(build_dir, compiler, build) / "harness.o")
+
+
+def binary_link_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, backend: str, kernel: str,
+                    variant: str) -> list[str]:
+    row = table.row(kernel, variant)
+    objs = kernel_objects(build_dir, table, compiler, build, kernel, variant)
+    roi = roi_object(build_dir, compiler, backend, build)
+    return link_cmd(compiler, [*objs.values(), roi], binary_path(build_dir, compiler, build, backend, row.name),
+                    mpi.family_library(table, row.family) or False)
+
+
 def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kernel: str, variant: str) -> list[str]:
     """Every command that produces one binary, as runnable shell lines (for provenance and explain)."""
     bd = sweep.build_dir
@@ -132,17 +157,23 @@ def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kerne
     objs = kernel_objects(bd, table, compiler, build, kernel, variant)
     roi = roi_object(bd, compiler, backend, build)
     fam = table.families[row.family]
-    lines = [compile_cmd(bd, compiler, build, fam.driver, objs["driver"], family_flags(table, row.family))] if fam.driver else []
-    lines += [compile_cmd(bd, compiler, build, row.source, objs["kernel"], kernel_flags(table, kernel, variant, compiler))]
+    lines = [driver_compile_cmd(bd, table, compiler, build, row.family)] if fam.driver else []
+    lines += [kernel_compile_cmd(bd, table, compiler, build, kernel, variant)]
     lines += [compile_cmd(bd, compiler, build, src, objs[f"extra:{src.stem}"], family_flags(table, row.family))
               for src in extra_sources(table, kernel, variant)]
     lines += [
-        compile_cmd(bd, compiler, build, HARNESS_SOURCE, objs["harness"]),
+        harness_compile_cmd(bd, compiler, build),
         compile_cmd(bd, compiler, build if backend == "perf" else "vla", roi_source(backend), roi),
-        link_cmd(compiler, [*objs.values(), roi], binary_path(bd, compiler, build, backend, row.name),
-                 mpi.family_library(table, row.family) or False),
+        binary_link_cmd(bd, table, compiler, build, backend, kernel, variant),
     ]
     return [shlex.join(c) for c in lines]
+
+
+def grouped_builds(sweep: Sweep, jobs: list[Job]) -> list[str]:
+    """The cross builds (VLA, VLS-N) the sweep's count jobs run, in the sweep's order: the build
+    rules make these of one source in one job."""
+    used = {j.binary.build for j in jobs if j.binary.compiler in CROSS_COMPILERS}
+    return [b for b in sweep.builds() if b in used]
 
 
 def reduce_matrix_header(table: KernelTable) -> str:
@@ -165,6 +196,10 @@ def reduce_matrix_header(table: KernelTable) -> str:
     )
 
 
+ROI_MARKERS = ("roi_begin", "roi_end")
+ROI_FIX = "put roi_begin(); before and roi_end(); after the work to count (see kernels/template/my_kernel.c)"
+
+
 def missing_roi_calls(objects: list[Path]) -> list[str]:
     """Marker routines that none of the objects calls (an empty list is what we want)."""
     from elftools.elf.elffile import ELFFile
@@ -174,7 +209,7 @@ def missing_roi_calls(objects: list[Path]) -> list[str]:
         with open(obj, "rb") as f:
             symtab = ELFFile(f).get_section_by_name(".symtab")
             undefined |= {s.name for s in symtab.iter_symbols() if s["st_shndx"] == "SHN_UNDEF"}
-    return [m for m in ("roi_begin", "roi_end") if m not in undefined]
+    return [m for m in ROI_MARKERS if m not in undefined]
 
 
 def roi_check_message(name: str, objects: list[Path]) -> str | None:
@@ -182,14 +217,26 @@ def roi_check_message(name: str, objects: list[Path]) -> str | None:
     missing = missing_roi_calls(objects)
     if not missing:
         return None
-    return (f"kernel {name}: never calls {' or '.join(f'{m}()' for m in missing)}: put roi_begin(); "
-            "before and roi_end(); after the work to count (see kernels/template/my_kernel.c)")
+    return f"kernel {name}: never calls {' or '.join(f'{m}()' for m in missing)}: {ROI_FIX}"
+
+
+def roi_check_shell(name: str, objects: list[Path] | list[str]) -> str:
+    """roi_check_message's check and message as one shell command that fails (status 1, the
+    message on stderr) or succeeds, for the link rule: a Python start per binary cost more than
+    the link. The host's nm reads the objects of every target."""
+    objs = " ".join(shlex.quote(str(o)) for o in objects)
+    return (
+        f"u=$(nm -u --format=just-symbols {objs}) && nl=$'\\n' && miss= && "
+        f"for m in {' '.join(ROI_MARKERS)}; do case \"$nl$u$nl\" in *\"$nl$m$nl\"*) ;; "
+        f"*) miss=\"$miss${{miss:+ or }}$m()\" ;; esac; done && "
+        f"if [ -n \"$miss\" ]; then echo \"kernel {name}: never calls $miss: {ROI_FIX}\" >&2; false; fi"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m analysis.build check-roi NAME OBJ...`: refuse to link a kernel whose objects
     never call the ROI markers, with a message that says what to add. (The link rule runs the
-    same check inside Snakemake, without starting Python per binary.)"""
+    same check as a shell command, roi_check_shell, without starting Python per binary.)"""
     import sys
 
     args = sys.argv[1:] if argv is None else argv

@@ -44,12 +44,29 @@ def install_mpi_if_asked_for(sweep_path: str, overrides: dict[str, str]) -> None
             raise toolchain.ToolchainError(f"installing the arm64 Open MPI failed (message above){why}; nothing was run")
 
 
-def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str]) -> list[str]:
+def local_env_prefix() -> list[str]:
+    """Snakemake loads every executor plugin at start, and the Slurm one runs `scontrol show
+    config`, which waits 9 s for a controller where slurm-wlm is installed but no cluster is
+    configured (here after --stop-slurm). A local run never asks Slurm anything: an empty
+    configuration makes scontrol answer at once. A SLURM_CONF of the caller's is left alone."""
+    if "SLURM_CONF" in os.environ or shutil.which("scontrol") is None:
+        return []
+    return ["env", "SLURM_CONF=/dev/null"]
+
+
+def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str],
+                  slurm: bool = False) -> list[str]:
+    """`slurm`: the command analysis.slurm runs (its first word must be Snakemake's)."""
     conf = [f"sweep={sweep_path}"] + [f"{k}={v}" for k, v in overrides.items()]
     return [
+        *([] if slurm else local_env_prefix()),
         # --config takes every word after it: targets and options go first.
         str(Path(sys.executable).parent / "snakemake"), *extra, "--snakefile", str(REPO / "Snakefile"),
         "--directory", str(REPO), "--cores", str(cores),
+        # Snakemake's default ILP scheduler solves a CBC problem over every ready job each time it
+        # looks, and it looks again about once a second per job finished so far: a third of a
+        # default sweep's CPU time. Every job takes one core and nothing else: greedy picks as well.
+        "--scheduler", "greedy",
         # A killed run leaves its jobs marked incomplete: resume by redoing them (raw files are
         # written atomically and carry a checksum, so nothing partial is ever read).
         "--rerun-incomplete", "--config", *conf,
@@ -71,7 +88,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         if on_slurm:
             # The Slurm path reads Snakemake's own record of a failed job to name the cell and
             # the Slurm reason, so it keeps Snakemake's plain output.
-            rc = slurm.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args), on_slurm)
+            rc = slurm.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args, slurm=True), on_slurm)
         else:
             # Targets first: Snakemake 9's --logger takes several names and would read a target after it as one.
             rc = guard.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args + logger_args(ns.verbose)),

@@ -56,8 +56,123 @@ rule reduce_matrix:
         f"{BUILD}/gen/reduce_matrix.h",
     params:
         text=B.reduce_matrix_header(TABLE),
-    run:
-        T.write_stamp(Path(output[0]), params.text)
+    # A shell command, not a run: block: Snakemake executes a run: job in a new Snakemake process.
+    shell:
+        "printf '%s' {params.text:q} > {output:q}"
+
+
+# Compile commands are params of wildcards only: Snakemake records those with each output and
+# rebuilds when they change (a param function that reads input or output is "derived" and is
+# not recorded, so a new flag in the kernel table would leave every object stale).
+def _harness_cmd(wc, build):
+    return _cmd(B.harness_compile_cmd(SWEEP.build_dir, wc.compiler, build))
+
+
+def _driver_cmd(wc, build):
+    return _cmd(B.driver_compile_cmd(SWEEP.build_dir, TABLE, wc.compiler, build, wc.family))
+
+
+def _kernel_cmd(wc, build):
+    return _cmd(B.kernel_compile_cmd(SWEEP.build_dir, TABLE, wc.compiler, build, wc.kernel, wc.variant))
+
+
+def _link_cmd(wc, build):
+    """A kernel whose objects never call the ROI markers is refused with a message saying what
+    to add (analysis.build.roi_check_shell), else linked."""
+    return B.roi_check_shell(f"{wc.kernel}-{wc.variant}", _binary_objects(wc, build)) + " && " + _cmd(
+        B.binary_link_cmd(SWEEP.build_dir, TABLE, wc.compiler, build, wc.backend, wc.kernel, wc.variant))
+
+
+def _binary_objects(wc, build):
+    return [str(o) for o in B.kernel_objects(SWEEP.build_dir, TABLE, wc.compiler, build, wc.kernel, wc.variant).values()]
+
+
+def _each_build(fn):
+    """One param holding the commands of every grouped build, run in order (the first failure stops)."""
+    return lambda wc: " && ".join(fn(wc, b) for b in GROUPED)
+
+
+def _this_build(fn):
+    return lambda wc: fn(wc, wc.build)
+
+
+# The sweep's builds (VLA, VLS-N) of one source are made by one job: they share every input
+# (source, headers, flags but -msve-vector-bits), so nothing is rebuilt that was not out of date,
+# and Snakemake, whose cost grows with the number of jobs, schedules six times fewer. Any other
+# build (`./harness count --build vlsN` outside the sweep, nosve, native) comes from the one-build
+# rules further down.
+GROUPED = B.grouped_builds(SWEEP, JOBS)
+if GROUPED:
+    ruleorder: harness_objects > harness_object
+    ruleorder: driver_objects > driver_object
+    ruleorder: kernel_objects > kernel_object
+    ruleorder: link_builds > link
+
+    rule harness_objects:
+        wildcard_constraints:
+            compiler="gcc|clang",
+        input:
+            src="kernels/harness/harness.c",
+            hdr="kernels/include/harness.h",
+            cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        output:
+            [f"{BUILD}/{{compiler}}/{b}/obj/harness.o" for b in GROUPED],
+        log:
+            f"{BUILD}/logs/{{compiler}}/harness.log",
+        params:
+            cmds=_each_build(_harness_cmd),
+        shell:
+            "{{ {params.cmds}; }} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+
+    rule driver_objects:
+        wildcard_constraints:
+            compiler="gcc|clang",
+        input:
+            src=lambda wc: str(TABLE.families[wc.family].driver or f"(family {wc.family} has no driver)"),
+            hdr=lambda wc: _headers(TABLE.families[wc.family].driver),
+            gen=f"{BUILD}/gen/reduce_matrix.h",
+            cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        output:
+            [f"{BUILD}/{{compiler}}/{b}/obj/driver_{{family}}.o" for b in GROUPED],
+        log:
+            f"{BUILD}/logs/{{compiler}}/driver_{{family}}.log",
+        params:
+            cmds=_each_build(_driver_cmd),
+        shell:
+            "{{ {params.cmds}; }} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+
+    rule kernel_objects:
+        wildcard_constraints:
+            compiler="gcc|clang",
+        input:
+            src=lambda wc: str(TABLE.row(wc.kernel, wc.variant).source),
+            hdr=lambda wc: _headers(TABLE.row(wc.kernel, wc.variant).source),
+            gen=f"{BUILD}/gen/reduce_matrix.h",
+            cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        output:
+            [f"{BUILD}/{{compiler}}/{b}/obj/{{kernel}}-{{variant}}.o" for b in GROUPED],
+        log:
+            f"{BUILD}/logs/{{compiler}}/{{kernel}}-{{variant}}.log",
+        params:
+            cmds=_each_build(_kernel_cmd),
+        shell:
+            "{{ {params.cmds}; }} > {log:q} 2>&1 || {{ echo 'kernel {wildcards.kernel}-{wildcards.variant} does not compile:' >&2; cat {log:q} >&2; exit 1; }}"
+
+    rule link_builds:
+        wildcard_constraints:
+            compiler="gcc|clang",
+            backend="|".join(SWEEP.backends) or "qemu",
+        input:
+            objs=lambda wc: [o for b in GROUPED for o in _binary_objects(wc, b)],
+            roi=lambda wc: str(B.roi_object(SWEEP.build_dir, wc.compiler, wc.backend)),
+        output:
+            [f"{BUILD}/{{compiler}}/{b}/bin/{{backend}}/{{kernel}}-{{variant}}" for b in GROUPED],
+        log:
+            f"{BUILD}/logs/{{compiler}}/link-{{backend}}-{{kernel}}-{{variant}}.log",
+        params:
+            cmds=_each_build(_link_cmd),
+        shell:
+            "{{ {params.cmds}; }} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 rule harness_object:
@@ -70,7 +185,7 @@ rule harness_object:
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/harness.log",
     params:
-        cmd=lambda wc, input, output: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0])),
+        cmd=_this_build(_harness_cmd),
     shell:
         "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
@@ -86,9 +201,7 @@ rule driver_object:
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/driver_{{family}}.log",
     params:
-        cmd=lambda wc, input, output: _cmd(
-            B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0], B.family_flags(TABLE, wc.family))
-        ),
+        cmd=_this_build(_driver_cmd),
     shell:
         "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
@@ -107,8 +220,9 @@ rule extra_object:
     wildcard_constraints:
         stem="[a-z][a-z0-9_]*",
     params:
-        cmd=lambda wc, input, output: _cmd(
-            B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0], B.mpi.compile_flags())
+        cmd=lambda wc: _cmd(
+            B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, B.extra_source(TABLE, wc.stem),
+                          B.obj_dir(SWEEP.build_dir, wc.compiler, wc.build) / "extra" / f"{wc.stem}.o", B.mpi.compile_flags())
         ),
     shell:
         "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
@@ -125,10 +239,7 @@ rule kernel_object:
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/{{kernel}}-{{variant}}.log",
     params:
-        cmd=lambda wc, input, output: _cmd(
-            B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, input.src, output[0],
-                          B.kernel_flags(TABLE, wc.kernel, wc.variant, wc.compiler))
-        ),
+        cmd=_this_build(_kernel_cmd),
     shell:
         "{params.cmd} > {log:q} 2>&1 || {{ echo 'kernel {wildcards.kernel}-{wildcards.variant} does not compile:' >&2; cat {log:q} >&2; exit 1; }}"
 
@@ -146,7 +257,8 @@ rule roi_object:
     log:
         f"{BUILD}/logs/{{compiler}}/roi_{{backend}}.log",
     params:
-        cmd=lambda wc, input, output: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, "vla", input.src, output[0])),
+        cmd=lambda wc: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, "vla", B.roi_source(wc.backend),
+                                          B.roi_object(SWEEP.build_dir, wc.compiler, wc.backend))),
     shell:
         "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
@@ -162,23 +274,21 @@ rule roi_perf_object:
     log:
         f"{BUILD}/logs/native/{{build}}/roi_perf.log",
     params:
-        cmd=lambda wc, input, output: _cmd(B.compile_cmd(SWEEP.build_dir, "native", wc.build, input.src, output[0])),
+        cmd=lambda wc: _cmd(B.compile_cmd(SWEEP.build_dir, "native", wc.build, B.roi_source("perf"),
+                                          B.roi_object(SWEEP.build_dir, "native", "perf", wc.build))),
     shell:
         "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 rule link:
     input:
-        objs=lambda wc: list(B.kernel_objects(SWEEP.build_dir, TABLE, wc.compiler, wc.build, wc.kernel, wc.variant).values()),
+        objs=lambda wc: _binary_objects(wc, wc.build),
         roi=lambda wc: str(B.roi_object(SWEEP.build_dir, wc.compiler, wc.backend, wc.build)),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/bin/{{backend}}/{{kernel}}-{{variant}}",
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/link-{{backend}}-{{kernel}}-{{variant}}.log",
     params:
-        cmd=lambda wc, input, output: _cmd(
-            B.link_cmd(wc.compiler, [*input.objs, input.roi], output[0], B.mpi.row_library(TABLE, wc.kernel, wc.variant) or False)
-        ),
+        cmd=_this_build(_link_cmd),
     shell:
-        "{PY} -m analysis.build check-roi {wildcards.kernel:q}-{wildcards.variant:q} {input.objs:q} "
-        "&& {{ {params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}; }}"
+        "{{ {params.cmd}; }} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"

@@ -1,0 +1,112 @@
+"""Build stage: a flag change rebuilds exactly what it affects, the sweep's builds of one source
+come from one job, builds outside the sweep still build, and a kernel without markers is refused."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis import build, config
+from conftest import REPO, snakemake
+
+TEMPLATE = REPO / "kernels" / "template"
+CLANG = pytest.mark.skipif(shutil.which("clang-14") is None, reason="clang-14 not installed (./harness setup --with-clang)")
+
+
+def own_tree(root: Path, cflags: str = "") -> Path:
+    """The template kernel in a table of its own (`cflags`: its row's cflags mapping, YAML)."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(TEMPLATE / "my_kernel.c", root)
+    table = (TEMPLATE / "my_kernels.yaml").read_text()
+    (root / "my_kernels.yaml").write_text(table + (f"    cflags: {cflags}\n" if cflags else ""))
+    (root / "sweep.yaml").write_text(f"""\
+kernel_table: configs/kernels.yaml
+extra_kernel_tables: [my_kernels.yaml]
+results_dir: {root / 'results'}
+build_dir: {root / 'build'}
+compilers: [gcc, clang]
+vector_lengths: [128, 256]
+vls_vector_lengths: [256]
+sizes: {{standalone: [4096]}}
+kernels:
+  - kernel: scale
+""")
+    return root
+
+
+def make(root: Path, targets: list[Path], dry: bool = False):
+    return snakemake(root / "sweep.yaml", root / "build", root / "results", [str(t) for t in targets], ["-n"] if dry else [])
+
+
+@pytest.mark.parametrize("compiler", ["gcc", pytest.param("clang", marks=CLANG)])
+def test_a_new_flag_in_the_kernel_table_rebuilds_the_object(tmp_path: Path, compiler: str) -> None:
+    root = own_tree(tmp_path / "own")
+    objs = [root / "build" / compiler / b / "obj" / "scale-acle.o" for b in ("vla", "vls256")]
+    proc = make(root, objs)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before = [o.stat().st_mtime_ns for o in objs]
+    # -O1 after the base -O3 changes the code, so a stale object would also count the wrong thing.
+    own_tree(root, cflags=f"{{{compiler}: [-O1]}}")
+    proc = make(root, objs)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert all(o.stat().st_mtime_ns != t for o, t in zip(objs, before)), "object not rebuilt after its flags changed"
+    log = (root / "build" / "logs" / compiler / "scale-acle.log")
+    assert proc.returncode == 0 and log.exists()
+    # ... and once rebuilt, nothing is left to do.
+    proc = make(root, objs, dry=True)
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+
+
+def test_the_sweeps_builds_of_a_source_are_one_job_and_other_builds_still_build(tmp_path: Path) -> None:
+    root = own_tree(tmp_path / "own")
+    bins = [build.binary_path(root / "build", c, b, "qemu", "scale-acle") for c in ("gcc", "clang") for b in ("vla", "vls256")]
+    proc = make(root, bins, dry=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    # One job per source and compiler for both builds, one link job per binary pair.
+    stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+    assert stats["kernel_objects"] == "2" and stats["link_builds"] == "2" and stats["harness_objects"] == "2", stats
+    assert "kernel_object" not in stats and "link" not in stats, stats
+    # A VLS build the sweep does not run (./harness count --build vls512) comes from the one-build rules.
+    other = build.binary_path(root / "build", "gcc", "vls512", "qemu", "scale-acle")
+    proc = make(root, [other])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert other.exists()
+    assert not (root / "build" / "gcc" / "vls128").exists()
+
+
+def test_grouped_builds_are_the_cross_builds_the_sweep_counts() -> None:
+    sweep = config.load(REPO / "configs" / "tiny.yaml")
+    assert build.grouped_builds(sweep, sweep.jobs()) == ["vla", "vls512"]
+    assert build.grouped_builds(sweep, []) == []
+
+
+def test_a_kernel_without_markers_is_refused_at_link(tmp_path: Path) -> None:
+    root = own_tree(tmp_path / "own")
+    src = root / "my_kernel.c"
+    src.write_text(src.read_text().replace("    roi_end();\n", "", 1))
+    target = build.binary_path(root / "build", "gcc", "vla", "qemu", "scale-acle")
+    proc = make(root, [target])
+    assert proc.returncode != 0
+    assert "kernel scale-acle: never calls roi_end()" in proc.stdout + proc.stderr
+    assert not target.exists()
+    # The log's last line is the reason (the progress display shows it for a failed job).
+    log = root / "build" / "logs" / "gcc" / "link-qemu-scale-acle.log"
+    assert log.read_text().strip().splitlines()[-1].startswith("kernel scale-acle: never calls roi_end()")
+
+
+@pytest.mark.parametrize("calls", [("roi_begin", "roi_end"), ("roi_begin",), ("roi_end",), ()])
+def test_the_link_rules_shell_check_says_what_the_python_check_says(tmp_path: Path, calls: tuple[str, ...]) -> None:
+    objs = []
+    for i, name in enumerate(["work", *calls]):
+        src = tmp_path / f"o{i}.c"
+        src.write_text(f"void {name}(void); void f{i}(void) {{ {name}(); }}\n" if name != "work" else "int work;\n")
+        objs.append(tmp_path / f"o{i}.o")
+        subprocess.run(["aarch64-linux-gnu-gcc", "-c", str(src), "-o", str(objs[-1])], check=True)
+    want = build.roi_check_message("k-v", objs)
+    proc = subprocess.run(["bash", "-c", "set -euo pipefail; " + build.roi_check_shell("k-v", objs)],
+                          capture_output=True, text=True)
+    assert (proc.returncode, proc.stderr.strip() or None) == (0 if want is None else 1, want)
