@@ -368,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
             for ln in lines:
                 if base.table.row(ln.kernel, ln.variant).host_isa:
                     raise ConfigError(f"line '{ln.spec}' is host-only code (host_isa in the kernel table): compare it with --perf")
-            toolchain.preflight(sorted({ln.compiler for ln in lines}), ["qemu"])
+            toolchain.preflight(sorted({ln.compiler for ln in lines}))
+            qemu.check_tools()
         out = config.resolve_path(ns.out, REPO)
         out.mkdir(parents=True, exist_ok=True)
         families = {base.table.row(ln.kernel, ln.variant).family for ln in lines}

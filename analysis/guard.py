@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from analysis.config import REPO
@@ -24,6 +25,19 @@ LOCK_DIR = REPO / ".snakemake" / "locks"
 DERIVED = ["counts.csv", "provenance.csv", "summary.md", "perf.csv", "perf_summary.md", "drift.csv", "drift.png",
            "figures", "explain", "report.html"]
 STALE_DIR = "stale"
+
+
+def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str]) -> list[str]:
+    """The Snakemake command line of every command that runs the workflow."""
+    conf = [f"sweep={sweep_path}"] + [f"{k}={v}" for k, v in overrides.items()]
+    return [
+        # --config takes every word after it: targets and options go first.
+        str(Path(sys.executable).parent / "snakemake"), *extra, "--snakefile", str(REPO / "Snakefile"),
+        "--directory", str(REPO), "--cores", str(cores),
+        # A killed run leaves its jobs marked incomplete: resume by redoing them (raw files are
+        # written atomically and carry a checksum, so nothing partial is ever read).
+        "--rerun-incomplete", "--config", *conf,
+    ]
 
 
 class LockError(Exception):
