@@ -273,9 +273,12 @@ class Sweep:
     perf: PerfSection | None = None
     regression: RegressionSection | None = None
 
-    def builds(self) -> list[tuple[str, tuple[int, ...] | None]]:
+    def builds(self) -> list[str]:
+        return ["vla"] + [f"vls{n}" for n in self.vls_vector_lengths]
+
+    def build_vls(self) -> list[tuple[str, tuple[int, ...] | None]]:
         """The cross builds and the VLs each runs at (None: the sweep's vector_lengths)."""
-        return [("vla", None)] + [(f"vls{n}", (n,)) for n in self.vls_vector_lengths]
+        return [(b, (n,) if (n := parse_build(b).vls_bits) else None) for b in self.builds()]
 
     def expand(self, backend: str, compilers: Iterable[str], builds: list[tuple[str, tuple[int, ...] | None]],
                cpus: dict[str, tuple[int, ...] | None], sizes: Callable[[str], Iterable[int]],
@@ -307,7 +310,7 @@ class Sweep:
     def jobs(self) -> list[Job]:
         """The count backends' jobs (parameter backends): every cross build at every CPU model,
         each size with its baseline (0) and, for the linearity check, its double."""
-        return [j for b in self.backends for j in self.expand(b, self.compilers, self.builds(), dict(self.cpu_models),
+        return [j for b in self.backends for j in self.expand(b, self.compilers, self.build_vls(), dict(self.cpu_models),
                                                               self.run_sizes)]
 
     def time_limit(self, kernel: str, variant: str, size: int, factor: float = 1.0) -> float:

@@ -65,7 +65,7 @@ def preflight(sweep: Sweep) -> Ready | None:
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
     if NAME not in sweep.backends:
         return []
-    return sweep.expand(NAME, sweep.compilers, sweep.builds(), dict(sweep.cpu_models), sweep.run_sizes)
+    return sweep.expand(NAME, sweep.compilers, sweep.build_vls(), dict(sweep.cpu_models), sweep.run_sizes)
 
 
 def time_factor(sweep: Sweep) -> float:
