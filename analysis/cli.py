@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from analysis import config, guard, mpi, report, slurm, toolchain
-from analysis.backends import RunError, clean_stale_stages, perf, registry
+from analysis.backends import RunError, clean_stale_stages, perf, qemu, registry
 from analysis.guard import snakemake_cmd
 
 REPO = config.REPO
@@ -178,20 +178,19 @@ def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
     params = config.run_params(sweep.table, row, op, dtype)
     runs = tuple(config.Run(ns.vl, s, op, dtype, params, sve=row.sve) for s in sorted({0, ns.size}))
     build = ns.build if row.sve else config.NOSVE  # a row without SVE has its own build
-    return sweep, config.Job(config.Binary(ns.compiler, build, "qemu", ns.kernel, ns.variant), ns.cpu, runs)
+    return sweep, config.Job(config.Binary(ns.compiler, build, qemu.NAME, ns.kernel, ns.variant), ns.cpu, runs)
 
 
 def cmd_count(ns: argparse.Namespace) -> int:
     """Build one binary if needed, run it at size 0 and n, print its ROI counts."""
     from analysis import build
-    from analysis.backends import qemu
 
     sweep, job = single_cell(ns)
     toolchain.preflight([ns.compiler])
     qemu.check_tools()
     mpi.check_row(sweep.table, ns.kernel, ns.variant)
     bd = sweep.build_dir
-    binary = build.binary_path(bd, ns.compiler, job.binary.build, "qemu", job.binary.name)
+    binary = build.binary_path(bd, ns.compiler, job.binary.build, qemu.NAME, job.binary.name)
     targets = [str(binary)] + [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
     over = {"build_dir": str(bd), "results_dir": str(sweep.results_dir)}
     proc = subprocess.run(snakemake_cmd(ns.config, over, 2, [*targets, "--quiet", "all"]), capture_output=True, text=True)

@@ -40,7 +40,7 @@ RESULTS = str(SWEEP.results_dir)
 TABLE = SWEEP.table
 SWEEP_ARGS = shlex.join(["--sweep", SWEEP_PATH, *(a for k, v in OVERRIDES.items() for a in ("--set", f"{k}={v}"))])
 # The jobs whose raw files make counts.csv, and the backends that run here.
-JOBS = [j for j in PLANNED if R.REGISTRY[j.binary.backend].TABLE == "counts"]
+JOBS = [j for j in PLANNED if R.REGISTRY[j.binary.backend].TABLE == "counts.csv"]
 RUNNING = {j.binary.backend for j in PLANNED}
 
 # Tool versions as files: a rule that lists one re-runs when that tool is upgraded. Every

@@ -35,7 +35,7 @@ def test_every_backend_implements_the_protocol_under_its_own_name() -> None:
         assert not missing, f"backend {name} lacks {missing}"
         assert backend.NAME == name
         assert (build.ROI_SOURCES / backend.MARKER).is_file()
-        assert backend.TABLE in ("counts", "perf")
+        assert backend.TABLE in ("counts.csv", "perf.csv")
 
 
 def test_stages_that_plan_and_run_jobs_never_test_a_backend_name() -> None:

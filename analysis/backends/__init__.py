@@ -72,7 +72,7 @@ class Backend(Protocol):
     MARKER: str  # kernels/roi/ source of the ROI marker object its binaries link (.S: one per
     #              compiler; .c: one per build)
     EXCLUSIVE: bool  # a job takes every core (timing measurements)
-    TABLE: str  # the table its rows go to: counts (counts.csv) or perf (perf.csv, statistics over processes)
+    TABLE: str  # the table its rows go to: counts.csv, or perf.csv (statistics over processes)
 
     def preflight(self, sweep: Sweep) -> Ready | None:
         """None when the sweep does not use this backend; raises ToolchainError naming the fix

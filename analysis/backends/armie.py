@@ -34,7 +34,7 @@ NAME = "armie"
 STAGE = "count"
 MARKER = "roi_armie.S"
 EXCLUSIVE = False
-TABLE = "counts"  # its rows go to counts.csv (analysis.collect)
+TABLE = "counts.csv"  # where its rows go (analysis.collect)
 
 INSCOUNT_CLIENT = "libinscount_emulated.so"
 OPCODES_CLIENT = "libopcodes_emulated.so"

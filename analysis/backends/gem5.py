@@ -28,7 +28,7 @@ NAME = "gem5"
 STAGE = "simulate"
 MARKER = "roi_gem5.S"
 EXCLUSIVE = False
-TABLE = "counts"  # its rows go to counts.csv (analysis.collect)
+TABLE = "counts.csv"  # where its rows go (analysis.collect)
 
 SCRIPT = REPO / "gem5_scripts" / "se_sve.py"
 # Statistics of the ROI block: name in stats.txt (system built by se_sve.py) -> metric.

@@ -29,7 +29,7 @@ NAME = "perf"
 STAGE = "measure"
 MARKER = "roi_perf.c"  # perf control, timing and repetitions, built per native build
 EXCLUSIVE = True  # a measurement takes every core, so nothing else runs beside it
-TABLE = "perf"  # its rows go to perf.csv (analysis.perftable): statistics over processes
+TABLE = "perf.csv"  # where its rows go (analysis.perftable: statistics over processes)
 
 SEP = ";"  # perf does not quote fields; event names may contain commas
 OK, UNSUPPORTED, NOT_COUNTED, UNKNOWN = "ok", "unsupported", "not_counted", "unknown_event"

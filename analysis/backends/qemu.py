@@ -25,7 +25,7 @@ NAME = "qemu"
 STAGE = "count"
 MARKER = "roi_qemu.S"
 EXCLUSIVE = False
-TABLE = "counts"  # its rows go to counts.csv (analysis.collect)
+TABLE = "counts.csv"  # where its rows go (analysis.collect)
 
 QEMU = "qemu-aarch64"
 SUPPORTED_QEMU = "7.2"  # the plugin API (version 1) and its struct layouts are those of 7.2
