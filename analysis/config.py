@@ -580,11 +580,11 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
     selections = [selection(table, s) for s in raw["kernels"]]
     compilers = list(raw.get("compilers", ["gcc"]))
     backends = list(raw.get("backends", ["qemu"]))
-    gem5 = _gem5_section(raw["gem5"], compilers) if raw.get("gem5") else None
+    gem5 = gem5_section(raw["gem5"], compilers) if raw.get("gem5") else None
     sizes = {k: list(v) for k, v in (raw.get("sizes") or {}).items()}
     if backends or gem5:  # a perf-only sweep has no count sizes
         _check_sizes(table, sizes, selections, linearity=bool(raw.get("linearity_check", True)))
-    perf = _perf_section(raw["perf"]) if raw.get("perf") else None
+    perf = perf_section(raw["perf"]) if raw.get("perf") else None
     if perf:
         _check_perf(perf, table, selections)
 
@@ -610,7 +610,7 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         time_limits=TimeLimits(**raw.get("time_limit", {})),
         gem5=gem5,
         perf=perf,
-        regression=_regression_section(raw["regression"]) if raw.get("regression") else None,
+        regression=regression_section(raw["regression"]) if raw.get("regression") else None,
     )
     for fig in sweep.figures:
         for sel in fig["series"] + ([fig["baseline"]] if "baseline" in fig else []):
@@ -725,7 +725,7 @@ def load_gem5_systems(path: Path = GEM5_SYSTEMS) -> dict[str, dict[str, Any]]:
     return doc["systems"]
 
 
-def _gem5_section(g: dict[str, Any], compilers: list[str]) -> Gem5Section:
+def gem5_section(g: dict[str, Any], compilers: list[str]) -> Gem5Section:
     systems = load_gem5_systems()
     vls = tuple(g.get("vector_lengths", GEM5_VLS))
     for vl in vls:
@@ -740,7 +740,7 @@ def _gem5_section(g: dict[str, Any], compilers: list[str]) -> Gem5Section:
     return Gem5Section(chosen, vls, tuple(g.get("compilers", compilers)), g.get("binary"))
 
 
-def _perf_section(p: dict[str, Any]) -> PerfSection:
+def perf_section(p: dict[str, Any]) -> PerfSection:
     return PerfSection(
         perf=p.get("perf", "perf"), events=tuple(p["events"]), sve=p.get("sve", "auto"),
         host_baselines=bool(p.get("host_baselines", True)), vector_lengths=tuple(p.get("vector_lengths", PERF_VLS)),
@@ -750,7 +750,7 @@ def _perf_section(p: dict[str, Any]) -> PerfSection:
     )
 
 
-def _regression_section(r: dict[str, Any]) -> RegressionSection:
+def regression_section(r: dict[str, Any]) -> RegressionSection:
     return RegressionSection(
         golden_dir=r.get("golden_dir", "results/golden"), metrics=tuple(r["metrics"]),
         tolerance=list(r.get("tolerance", [])), tolerance_sets=dict(r.get("tolerance_sets", {})),
