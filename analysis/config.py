@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import platform
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
