@@ -3,25 +3,25 @@
 # limits, tool versions; written once by common.smk) is an input, so changing the VL or size
 # list re-runs exactly the jobs it affects.
 #
-# The rule is written once and named per backend (count_qemu, count_armie, simulate_gem5,
-# measure_perf): Slurm profiles size jobs by rule name, and a perf measurement needs a whole
-# node where a QEMU count needs one core.
+# The rule is written once and instantiated per backend (count_qemu, count_armie,
+# simulate_gem5, measure_perf), the backend fixed in its paths: Slurm profiles size jobs by
+# rule name (a perf measurement needs a whole node where a QEMU count needs one core), and a
+# job's name shows the same wildcards whatever the backend.
 
 for _backend in R.REGISTRY.values():
+    _where = f"{_backend.NAME}/{{compiler}}/{{build}}/{{cpu}}/{{kernel}}-{{variant}}"
 
     rule:
         name:
             f"{_backend.STAGE}_{_backend.NAME}"
         input:
-            binary=f"{BUILD}/{{compiler}}/{{build}}/bin/{{backend}}/{{kernel}}-{{variant}}",
-            plan=f"{RESULTS}/plans/{{backend}}/{{compiler}}/{{build}}/{{cpu}}/{{kernel}}-{{variant}}.json",
-            tools=lambda wc: R.REGISTRY[wc.backend].inputs(SWEEP.build_dir),
+            binary=f"{BUILD}/{{compiler}}/{{build}}/bin/{_backend.NAME}/{{kernel}}-{{variant}}",
+            plan=f"{RESULTS}/plans/{_where}.json",
+            tools=_backend.inputs(SWEEP.build_dir),
         output:
-            f"{RESULTS}/raw/{{backend}}/{{compiler}}/{{build}}/{{cpu}}/{{kernel}}-{{variant}}.json",
+            f"{RESULTS}/raw/{_where}.json",
         log:
-            f"{RESULTS}/logs/{_backend.STAGE}/{{backend}}/{{compiler}}/{{build}}/{{cpu}}/{{kernel}}-{{variant}}.log",
-        wildcard_constraints:
-            backend=_backend.NAME,
+            f"{RESULTS}/logs/{_backend.STAGE}/{_where}.log",
         # A measurement takes every core the workflow has, so nothing else runs beside it.
         threads: workflow.cores if _backend.EXCLUSIVE else 1
         shell:
