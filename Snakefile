@@ -1,6 +1,6 @@
 # SVE kernel evaluation harness: instruction counts at every SVE vector length.
-# Stages, one rule file each: build -> count (qemu | armie), simulate (gem5) and measure (perf)
-# -> collect -> plot.
+# Stages, one rule file each: build -> count (every backend: qemu, armie, gem5, perf; one rule)
+# -> collect (counts.csv) and measure (perf.csv) -> plot.
 # Run it through ./harness (which installs what is missing first), or directly:
 #   snakemake --cores 2 --config sweep=configs/default.yaml
 from snakemake.utils import min_version
@@ -11,7 +11,6 @@ min_version("8.0")
 include: "rules/common.smk"
 include: "rules/build.smk"
 include: "rules/count.smk"
-include: "rules/simulate.smk"
 include: "rules/measure.smk"
 include: "rules/collect.smk"
 include: "rules/plot.smk"

@@ -39,6 +39,7 @@ from typing import Any
 import yaml
 
 from analysis import build, config, mpi, toolchain
+from analysis.guard import snakemake_cmd
 from analysis.backends import RunError, perf, qemu, staged
 from analysis.config import REPO, ConfigError
 
@@ -145,8 +146,6 @@ def make_sweep(base: config.Sweep, lines: list[Line], families: set[str], extra:
 
 
 def build_targets(sweep: config.Sweep, targets: list[Path]) -> None:
-    from analysis.cli import snakemake_cmd
-
     proc = subprocess.run(snakemake_cmd(str(sweep.path), {}, 2, [*map(str, targets), "--quiet", "all"]),
                           capture_output=True, text=True, cwd=REPO)
     if proc.returncode != 0:
@@ -368,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
             for ln in lines:
                 if base.table.row(ln.kernel, ln.variant).host_isa:
                     raise ConfigError(f"line '{ln.spec}' is host-only code (host_isa in the kernel table): compare it with --perf")
-            toolchain.preflight(sorted({ln.compiler for ln in lines}), ["qemu"])
+            toolchain.preflight(sorted({ln.compiler for ln in lines}))
+            qemu.check_tools()
         out = config.resolve_path(ns.out, REPO)
         out.mkdir(parents=True, exist_ok=True)
         families = {base.table.row(ln.kernel, ln.variant).family for ln in lines}

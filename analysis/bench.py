@@ -151,7 +151,7 @@ def gem5_cycle_sweep(cfg: str, work: Path, cores: int) -> dict[str, Any] | None:
     from analysis.backends import gem5 as G
 
     sweep = config.load(REPO / cfg)
-    if not sweep.raw.get("gem5"):
+    if sweep.gem5 is None:
         return None
     if G.find_gem5(sweep) is None:
         print(G.skipped_message(sweep), flush=True)
@@ -167,7 +167,7 @@ def gem5_cycle_sweep(cfg: str, work: Path, cores: int) -> dict[str, Any] | None:
             ff_secs += run["seconds"] - run["host"]["hostSeconds"]
     counts = read_counts(work / "results" / "counts.csv")
     whole = counts[(counts["backend"] == "qemu") & (counts["metric"] == "whole.total") & (counts["build"] == "vla")]
-    ff_insts = float(whole[whole["vl"].isin(sweep.raw["gem5"]["vector_lengths"])]["value"].sum()) - o3_insts
+    ff_insts = float(whole[whole["vl"].isin(sweep.gem5.vector_lengths)]["value"].sum()) - o3_insts
     return figure(wall, cpu, TARGETS["gem5_s"],
                   o3_insts_per_host_s=round(o3_insts / o3_secs) if o3_secs else None,
                   fast_forward_insts_per_host_s_approx=round(ff_insts / ff_secs) if ff_secs > 0 else None)

@@ -9,7 +9,8 @@ import shlex
 from pathlib import Path
 
 from analysis import mpi
-from analysis.config import REPO, Job, KernelTable, Sweep
+from analysis.backends.registry import REGISTRY
+from analysis.config import REPO, Job, KernelTable, Sweep, parse_build, vl_rule_defines
 from analysis.toolchain import COMPILERS, CROSS_COMPILERS, compiler_cflags
 
 INCLUDE = REPO / "kernels" / "include"
@@ -23,7 +24,7 @@ PLUGIN_FLAGS = ("-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-Wall", "-Wex
 
 
 def vls_bits(build: str) -> int | None:
-    return int(build[3:]) if build.startswith("vls") else None
+    return parse_build(build).vls_bits
 
 
 def gen_dir(build_dir: Path) -> Path:
@@ -38,16 +39,23 @@ def binary_path(build_dir: Path, compiler: str, build: str, backend: str, name: 
     return build_dir / compiler / build / "bin" / backend / name
 
 
-def roi_object(build_dir: Path, compiler: str, backend: str, build: str = "vla") -> Path:
-    """The marker object: one per cross compiler and backend (assembly, any build links it);
-    the perf backend's is C and built per native build."""
-    if backend == "perf":
-        return obj_dir(build_dir, compiler, build) / "roi_perf.o"
-    return build_dir / compiler / "roi" / f"roi_{backend}.o"
-
-
 def roi_source(backend: str) -> Path:
-    return ROI_SOURCES / ("roi_perf.c" if backend == "perf" else f"roi_{backend}.S")
+    """The backend's marker source (analysis.backends.Backend.MARKER)."""
+    return ROI_SOURCES / REGISTRY[backend].MARKER
+
+
+def marker_per_build(backend: str) -> bool:
+    """A C marker (perf's: control, timing) is compiled per build; an assembly one serves every build."""
+    return roi_source(backend).suffix == ".c"
+
+
+def roi_object(build_dir: Path, compiler: str, backend: str, build: str = "vla") -> Path:
+    """The marker object: one per cross compiler and backend (assembly, any build links it),
+    or one per build (C)."""
+    name = roi_source(backend).with_suffix(".o").name
+    if marker_per_build(backend):
+        return obj_dir(build_dir, compiler, build) / name
+    return build_dir / compiler / "roi" / name
 
 
 def plugin_path(build_dir: Path, client: str) -> Path:
@@ -120,7 +128,9 @@ def plugin_cmd(client: str, out: Path | str) -> list[str]:
     out = Path(out)
     if client == PLUGIN_CORE:
         return ["gcc", *PLUGIN_FLAGS, "-o", str(out), str(PLUGIN_SOURCES / f"{PLUGIN_CORE}.c")]
-    return ["gcc", *PLUGIN_FLAGS, "-o", str(out), str(PLUGIN_SOURCES / f"{client}.c"), str(PLUGIN_SOURCES / "decode.c"),
+    # The VL rule comes from analysis.config (vl_rule_defines): the clients do not restate it.
+    return ["gcc", *PLUGIN_FLAGS, *vl_rule_defines(), "-o", str(out), str(PLUGIN_SOURCES / f"{client}.c"),
+            str(PLUGIN_SOURCES / "decode.c"),
             f"-L{out.parent}", f"-l{PLUGIN_CORE}", "-Wl,-rpath,$ORIGIN"]
 
 
@@ -163,7 +173,7 @@ def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kerne
               for src in extra_sources(table, kernel, variant)]
     lines += [
         harness_compile_cmd(bd, compiler, build),
-        compile_cmd(bd, compiler, build if backend == "perf" else "vla", roi_source(backend), roi),
+        compile_cmd(bd, compiler, build if marker_per_build(backend) else "vla", roi_source(backend), roi),
         binary_link_cmd(bd, table, compiler, build, backend, kernel, variant),
     ]
     return [shlex.join(c) for c in lines]

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 from analysis import config, guard, mpi, report, slurm, toolchain
-from analysis.backends import RunError, clean_stale_stages, perf
+from analysis.backends import RunError, clean_stale_stages, perf, qemu, registry
+from analysis.guard import snakemake_cmd
 
 REPO = config.REPO
 MPI_HINT = ("Open MPI figures (paper Fig. 9, 10): ./harness sweep --config configs/mpi.yaml "
@@ -23,7 +24,7 @@ MPI_HINT = ("Open MPI figures (paper Fig. 9, 10): ./harness sweep --config confi
 
 def validate(sweep_path: str, overrides: dict[str, str]) -> config.Sweep:
     sweep = config.load(sweep_path, overrides)
-    toolchain.preflight(sweep.compilers, sweep.backends)
+    registry.preflight(sweep)
     unbuilt = mpi.unbuilt(sweep)
     if unbuilt:  # Open MPI 5 is built on request only: its rows skip, in one line
         print(mpi.skip_message(unbuilt), flush=True)
@@ -42,35 +43,6 @@ def install_mpi_if_asked_for(sweep_path: str, overrides: dict[str, str]) -> None
             why = (" (Debian 12's arm64 Open MPI 4.1 needs libmunge2:arm64 through PMIx, which cannot sit beside the "
                    "host Slurm's libmunge2:amd64: run its rows on a machine without slurm-wlm)") if shutil.which("slurmd") else ""
             raise toolchain.ToolchainError(f"installing the arm64 Open MPI failed (message above){why}; nothing was run")
-
-
-def local_env_prefix() -> list[str]:
-    """Snakemake loads every executor plugin at start, and the Slurm one runs `scontrol show
-    config`, which waits 9 s for a controller where slurm-wlm is installed but no cluster is
-    configured (here after --stop-slurm). A local run never asks Slurm anything: an empty
-    configuration makes scontrol answer at once. A SLURM_CONF of the caller's is left alone."""
-    if "SLURM_CONF" in os.environ or shutil.which("scontrol") is None:
-        return []
-    return ["env", "SLURM_CONF=/dev/null"]
-
-
-def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str],
-                  slurm: bool = False) -> list[str]:
-    """`slurm`: the command analysis.slurm runs (its first word must be Snakemake's)."""
-    conf = [f"sweep={sweep_path}"] + [f"{k}={v}" for k, v in overrides.items()]
-    return [
-        *([] if slurm else local_env_prefix()),
-        # --config takes every word after it: targets and options go first.
-        str(Path(sys.executable).parent / "snakemake"), *extra, "--snakefile", str(REPO / "Snakefile"),
-        "--directory", str(REPO), "--cores", str(cores),
-        # Snakemake's default ILP scheduler solves a CBC problem over every ready job each time it
-        # looks, and it looks again about once a second per job finished so far: a third of a
-        # default sweep's CPU time. Every job takes one core and nothing else: greedy picks as well.
-        "--scheduler", "greedy",
-        # A killed run leaves its jobs marked incomplete: resume by redoing them (raw files are
-        # written atomically and carry a checksum, so nothing partial is ever read).
-        "--rerun-incomplete", "--config", *conf,
-    ]
 
 
 def cmd_sweep(ns: argparse.Namespace) -> int:
@@ -159,16 +131,12 @@ def keep_full_log(before: set[Path], results_dir: Path) -> Path | None:
 
 
 def say_perf_plan(sweep: config.Sweep) -> None:
-    """What the perf part will measure here, and one line per part it skips (said here, so
-    the workflow does not repeat them)."""
+    """What the perf part will measure here (the workflow says, once, each part it skips)."""
     p = perf.plan(sweep)
     if p is None:
         return
     if p.jobs:
         print(p.line(), flush=True)
-    for line in p.status.messages:
-        print(line, flush=True)
-    os.environ["SVE_HARNESS_PERF_SKIP_SAID"] = "1"
 
 
 def cmd_report(ns: argparse.Namespace) -> int:
@@ -210,19 +178,19 @@ def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
     params = config.run_params(sweep.table, row, op, dtype)
     runs = tuple(config.Run(ns.vl, s, op, dtype, params, sve=row.sve) for s in sorted({0, ns.size}))
     build = ns.build if row.sve else config.NOSVE  # a row without SVE has its own build
-    return sweep, config.Job(config.Binary(ns.compiler, build, "qemu", ns.kernel, ns.variant), ns.cpu, runs)
+    return sweep, config.Job(config.Binary(ns.compiler, build, qemu.NAME, ns.kernel, ns.variant), ns.cpu, runs)
 
 
 def cmd_count(ns: argparse.Namespace) -> int:
     """Build one binary if needed, run it at size 0 and n, print its ROI counts."""
     from analysis import build
-    from analysis.backends import qemu
 
     sweep, job = single_cell(ns)
-    toolchain.preflight([ns.compiler], ["qemu"])
+    toolchain.preflight([ns.compiler])
+    qemu.check_tools()
     mpi.check_row(sweep.table, ns.kernel, ns.variant)
     bd = sweep.build_dir
-    binary = build.binary_path(bd, ns.compiler, job.binary.build, "qemu", job.binary.name)
+    binary = build.binary_path(bd, ns.compiler, job.binary.build, qemu.NAME, job.binary.name)
     targets = [str(binary)] + [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
     over = {"build_dir": str(bd), "results_dir": str(sweep.results_dir)}
     proc = subprocess.run(snakemake_cmd(ns.config, over, 2, [*targets, "--quiet", "all"]), capture_output=True, text=True)
@@ -232,7 +200,7 @@ def cmd_count(ns: argparse.Namespace) -> int:
     plugins = build.plugin_path(bd, "inscount").parent
     env = mpi.run_env(sweep.table, ns.kernel, ns.variant)
     clean_stale_stages()
-    recs = [qemu.run_once(binary, job.cpu_model, r, plugins, env, sweep.time_limit(ns.kernel, ns.variant, "qemu", r.size))
+    recs = [qemu.run_once(binary, job.cpu_model, r, plugins, env, sweep.time_limit(ns.kernel, ns.variant, r.size))
             for r in job.runs]
     base, meas = recs[0]["inscount"]["roi"], recs[-1]["inscount"]["roi"]
     print(f"{job.binary.name} {ns.build} cpu={ns.cpu} vl={ns.vl} size={ns.size} op={job.runs[0].op} dtype={job.runs[0].dtype}")

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import config, parse, rawcheck, subtract, table
-from analysis.backends import gem5
+from analysis.backends.registry import all_jobs
 
 
 def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -19,7 +19,7 @@ def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     for run in doc["runs"]:
         rows.append({
             "kernel": meta["kernel"], "variant": meta["variant"], "op": run["op"], "dtype": run["dtype"],
-            "layout": meta["layout"], "build": parse.build_kind(meta["build"]), "cpu_model": meta["cpu_model"],
+            "layout": meta["layout"], "build": config.parse_build(meta["build"]).column, "cpu_model": meta["cpu_model"],
             "backend": meta["backend"], "compiler": meta["compiler"], "vl": run["vl"], "size": run["size"],
             "vl_seen": run["vl_seen"], "roi_symbol": parse.roi_symbol(run), "checksum": run["checksum"],
             "binary": meta["binary"], "binary_sha256": meta["binary_sha256"],
@@ -42,8 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     try:
         sweep = config.load_from_args(ns)
-        jobs = sweep.jobs() + (sweep.gem5_jobs(gem5.load_systems()) if sweep.raw.get("gem5") else [])
-        docs = rawcheck.load_checked(ns.raw, jobs)
+        docs = rawcheck.load_checked(ns.raw, all_jobs(sweep))
         mnemonics = parse.decode_mnemonics(docs)
         raw = pd.DataFrame([row for d in docs for row in parse.job_rows(d, mnemonics)])
         counts = subtract.subtract(raw)

@@ -8,30 +8,32 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import platform
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
-import jsonschema
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_DIR = REPO / "configs" / "schema"
 
+# The SVE vector-length rule, stated once: multiples of 128 bits from 128 to 2048. The C
+# clients (armie_clients/memory.c, built with -DSVE_VL_*) and the gem5 script
+# (gem5_scripts/se_sve.py --vl-rule) receive it as data: vl_rule_defines(), vl_rule_arg().
 VL_MIN, VL_MAX, VL_STEP = 128, 2048, 128
+VALID_VLS = tuple(range(VL_MIN, VL_MAX + 1, VL_STEP))
 VLS_ALLOWED = (128, 256, 512, 1024, 2048)  # what -msve-vector-bits accepts in GCC and clang
-CPU_MODEL_VLS = {"max": tuple(range(VL_MIN, VL_MAX + 1, VL_STEP)), "a64fx": (128, 256, 512)}
+CPU_MODEL_VLS = {"max": VALID_VLS, "a64fx": (128, 256, 512)}
 DTYPE_SIZE = {
     "uint8": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
     "int64": 8, "uint64": 8, "float": 4, "double": 8,
 }
 NO_OP = "-"  # the op column of kernels that are not reductions
 GEM5_VLS = (128, 256, 512, 1024, 2048)
+GEM5_SYSTEMS = REPO / "configs" / "gem5_systems.yaml"
 # The binaries take the size as 12 decimal digits (docs/contracts.md 1): larger ones are refused there.
 SIZE_MAX = 10**12 - 1
-# Per-run time limit (sweep parameter time_limit, configs/schema/sweep.schema.yaml).
-TIME_LIMIT_DEFAULTS = {"base_seconds": 120.0, "seconds_per_mib": 60.0, "gem5_factor": 20.0}
 NOSVE = "nosve"  # the build of rows declared `sve: false` (-march=armv8-a)
 IEEE_FILLS_FLAG = "-DREDUCE_IEEE_FILLS"  # kernels/reduce/driver.c: fills for FMAX/FMIN semantics
 PERF_VLS = (128, 256, 512)  # what A64FX offers
@@ -115,6 +117,38 @@ class KernelTable:
         return self.families[self.row(sel["kernel"], sel.get("variant") or self.variants(sel["kernel"])[0]).family]
 
 
+# Build names, parsed here only: `vla` (VL set at run time), `vls<N>` (compiled for N bits),
+# `host` (the native baselines' own ISA), `nosve` (rows declared `sve: false`).
+BUILD_PATTERN = r"vla|vls\d+|host|nosve"
+
+
+@dataclass(frozen=True)
+class BuildName:
+    name: str
+    vls_bits: int | None  # N of vls<N>, else None
+
+    @property
+    def column(self) -> str:
+        """The counts table's build column: vls for the fixed-length builds, else vla."""
+        return "vla" if self.vls_bits is None else "vls"
+
+
+def parse_build(name: str) -> BuildName:
+    if not re.fullmatch(BUILD_PATTERN, name):
+        raise ConfigError(f"build {name!r}: use vla, vls<N>, host or nosve")
+    return BuildName(name, int(name[3:]) if name.startswith("vls") else None)
+
+
+def vl_rule_arg() -> str:
+    """The VL rule as the gem5 script takes it (--vl-rule MIN:MAX:STEP)."""
+    return f"{VL_MIN}:{VL_MAX}:{VL_STEP}"
+
+
+def vl_rule_defines() -> tuple[str, ...]:
+    """The VL rule as the C clients take it (compiler definitions)."""
+    return (f"-DSVE_VL_MIN={VL_MIN}", f"-DSVE_VL_MAX={VL_MAX}", f"-DSVE_VL_STEP={VL_STEP}")
+
+
 @dataclass(frozen=True)
 class Binary:
     """One linked executable: a kernel row built one way for one backend."""
@@ -130,7 +164,7 @@ class Binary:
 
     @property
     def vls_bits(self) -> int | None:
-        return int(self.build[3:]) if self.build.startswith("vls") else None
+        return parse_build(self.build).vls_bits
 
 
 @dataclass(frozen=True)
@@ -155,6 +189,61 @@ class Job:
     runs: tuple[Run, ...]
 
 
+@dataclass(frozen=True)
+class TimeLimits:
+    """How long one run may take (sweep parameter time_limit)."""
+    base_seconds: float = 120.0
+    seconds_per_mib: float = 60.0
+    gem5_factor: float = 20.0  # gem5's O3 core is that much slower than QEMU
+
+
+@dataclass(frozen=True)
+class Gem5Section:
+    """The cycle sweep (sweep parameter gem5); the Sweep has none when the file has none."""
+    systems: dict[str, dict[str, Any]]  # the chosen systems' descriptions (configs/gem5_systems.yaml)
+    vector_lengths: tuple[int, ...]
+    compilers: tuple[str, ...]
+    binary: str | None  # the gem5 executable, when not from GEM5 or the built cache
+
+
+@dataclass(frozen=True)
+class PerfSection:
+    """Native runs under perf (sweep parameter perf)."""
+    perf: str
+    events: tuple[str, ...]
+    sve: str  # auto | off
+    host_baselines: bool
+    vector_lengths: tuple[int, ...]
+    sizes: dict[str, tuple[int, ...]]
+    processes: int
+    calls: int
+    warmup: int
+    flush: dict[str, int]
+    core: int
+    checks: list[dict[str, Any]]
+    figures: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class RegressionSection:
+    """The golden counts a sweep is checked against (sweep parameter regression)."""
+    golden_dir: str
+    metrics: tuple[str, ...]
+    tolerance: list[dict[str, Any]]
+    tolerance_sets: dict[str, list[dict[str, Any]]]
+    on_fingerprint_change: dict[str, str]
+
+
+def cross_build(row: KernelRow, build: str) -> str | None:
+    """The build a cross-built backend runs a row with: none for host-only rows, the one
+    without SVE (NOSVE, instead of the VLA and VLS builds) for rows declared `sve: false`."""
+    if row.host_isa:
+        return None
+    if not row.sve:
+        return NOSVE if build == "vla" else None
+    return build
+
+
 @dataclass
 class Sweep:
     path: Path
@@ -173,91 +262,60 @@ class Sweep:
     selections: list[dict[str, Any]]
     figures: list[dict[str, Any]] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
+    time_limits: TimeLimits = TimeLimits()
+    gem5: Gem5Section | None = None
+    perf: PerfSection | None = None
+    regression: RegressionSection | None = None
 
     def builds(self) -> list[str]:
         return ["vla"] + [f"vls{n}" for n in self.vls_vector_lengths]
 
-    def jobs(self) -> list[Job]:
-        """Expand the selections into one Job per (binary, cpu model)."""
+    def build_vls(self) -> list[tuple[str, tuple[int, ...] | None]]:
+        """The cross builds and the VLs each runs at (None: the sweep's vector_lengths)."""
+        return [(b, (n,) if (n := parse_build(b).vls_bits) else None) for b in self.builds()]
+
+    def expand(self, backend: str, compilers: Iterable[str], builds: list[tuple[str, tuple[int, ...] | None]],
+               cpus: dict[str, tuple[int, ...] | None], sizes: Callable[[str], Iterable[int]],
+               build_for: Callable[[KernelRow, str], str | None] = cross_build) -> list[Job]:
+        """The one job expander: one Job per (row, compiler, build, CPU model) of the selections.
+        `builds`: (build, its VLs or None for the sweep's vector_lengths); `cpus`: model -> the
+        VLs it runs (None: any); `sizes`: a family's sizes; `build_for`: the build a row takes
+        (None: the row is not run by this backend)."""
         jobs: list[Job] = []
         for sel in self.selections:
-            # Host-only rows (x86-64 intrinsics) are measured by perf, never cross-built or counted.
-            row_list = [r for r in (self.table.row(sel["kernel"], v) for v in sel["variants"]) if not r.host_isa]
-            for row, compiler, backend, build, (cpu, cpu_vls) in itertools.product(
-                row_list, self.compilers, self.backends, self.builds(), self.cpu_models.items()
+            for variant, compiler, (build, build_vls), (cpu, cpu_vls) in itertools.product(
+                sel["variants"], compilers, builds, cpus.items()
             ):
-                if not row.sve:  # one build without SVE instead of the VLA/VLS ones
-                    if build != "vla":
-                        continue
-                    build = NOSVE
-                binary = Binary(compiler, build, backend, row.kernel, row.variant)
-                vls = [binary.vls_bits] if binary.vls_bits else list(self.vector_lengths)
-                vls = [v for v in vls if v in cpu_vls]
+                row = self.table.row(sel["kernel"], variant)
+                actual = build_for(row, build)
+                if actual is None:
+                    continue
+                vls = [v for v in (build_vls or self.vector_lengths) if cpu_vls is None or v in cpu_vls]
                 if not vls:
                     continue
-                runs = [
-                    Run(vl, size, op, dtype, run_params(self.table, row, op, dtype), sve=row.sve)
-                    for vl in vls
-                    for op, dtype in sel["op_dtypes"]
-                    for size in self.run_sizes(row.family)
-                ]
-                jobs.append(Job(binary, cpu, tuple(runs)))
-        return jobs
-
-    def gem5_jobs(self, systems: dict[str, dict[str, Any]]) -> list[Job]:
-        """The cycle sweep: VLA build, each system's supported VLs, the measured sizes only
-        (the ROI is reset and dumped by the markers: no baseline run to subtract)."""
-        g = self.raw.get("gem5")
-        if not g:
-            return []
-        jobs = []
-        for sel in self.selections:
-            compilers = g.get("compilers", self.compilers)
-            for variant, compiler, name in itertools.product(sel["variants"], compilers, g.get("systems", ["paper"])):
-                row = self.table.row(sel["kernel"], variant)
-                if row.host_isa:
-                    continue
-                vls = [v for v in g.get("vector_lengths", GEM5_VLS) if v in systems[name]["vector_lengths"]]
+                sve = actual != NOSVE
                 runs = tuple(
-                    Run(vl, size, op, dtype, run_params(self.table, row, op, dtype))
-                    for vl in vls for op, dtype in sel["op_dtypes"] for size in self.sizes[row.family]
+                    Run(vl, size, op, dtype, run_params(self.table, row, op, dtype), sve=sve)
+                    for vl in vls for op, dtype in sel["op_dtypes"] for size in sizes(row.family)
                 )
-                jobs.append(Job(Binary(compiler, "vla", "gem5", row.kernel, row.variant), name, runs))
+                jobs.append(Job(Binary(compiler, actual, backend, row.kernel, row.variant), cpu, runs))
         return jobs
 
-    def perf_jobs(self, sve: bool, host: bool) -> list[Job]:
-        """Native runs under perf: one Job per (build, kernel row). `sve`: the VLA build at
-        every perf VL (prctl); `host`: the host_native rows built for the host's ISA, VL 0."""
-        p = self.raw.get("perf")
-        if not p:
-            return []
-        builds = ([("vla", tuple(p.get("vector_lengths", PERF_VLS)))] if sve else []) + ([("host", (0,))] if host else [])
-        jobs = []
-        for sel in self.selections:
-            for variant, (build, vls) in itertools.product(sel["variants"], builds):
-                row = self.table.row(sel["kernel"], variant)
-                if build == "host" and not row.host_native:
-                    continue
-                if row.host_isa and (build != "host" or row.host_isa != platform.machine()):
-                    continue
-                if row.memcpy != "libc":  # native builds link libc.so, which hides glibc's variants
-                    continue
-                runs = tuple(
-                    Run(vl, size, op, dtype, run_params(self.table, row, op, dtype))
-                    for vl in vls for op, dtype in sel["op_dtypes"] for size in p["sizes"][row.family]
-                )
-                jobs.append(Job(Binary("native", build, "perf", row.kernel, row.variant), "native", runs))
-        return jobs
+    def jobs(self) -> list[Job]:
+        """The count backends' jobs (parameter backends): every cross build at every CPU model,
+        each size with its baseline (0) and, for the linearity check, its double."""
+        return [j for b in self.backends for j in self.expand(b, self.compilers, self.build_vls(), dict(self.cpu_models),
+                                                              self.run_sizes)]
 
-    def time_limit(self, kernel: str, variant: str, backend: str, size: int) -> float:
+    def time_limit(self, kernel: str, variant: str, size: int, factor: float = 1.0) -> float:
         """Seconds one run may take before it is killed: the kernel selection's own limit, else
-        derived from the size (the instruction count grows with it) and the backend's speed."""
+        derived from the size (the instruction count grows with it) times the backend's
+        slowness `factor`."""
         for sel in self.selections:
             if sel["kernel"] == kernel and variant in sel["variants"] and sel.get("time_limit"):
                 return float(sel["time_limit"])
-        t = {**TIME_LIMIT_DEFAULTS, **self.raw.get("time_limit", {})}
-        seconds = t["base_seconds"] + t["seconds_per_mib"] * size / (1 << 20)
-        return float(seconds * (t["gem5_factor"] if backend == "gem5" else 1))
+        t = self.time_limits
+        return float((t.base_seconds + t.seconds_per_mib * size / (1 << 20)) * factor)
 
     def run_sizes(self, family: str) -> list[int]:
         sizes = {0}
@@ -307,6 +365,10 @@ def _read_yaml(path: Path) -> Any:
 
 
 def validate_doc(doc: Any, schema_name: str, path: Path) -> None:
+    # Imported here, not at the top: jsonschema is 40 % of this module's import time, and a
+    # count job (which imports the Run and Job types only) validates nothing.
+    import jsonschema
+
     schema = yaml.load((SCHEMA_DIR / schema_name).read_text(), Loader=_LOADER)
     validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
@@ -388,7 +450,7 @@ def load_table(paths: list[Path]) -> KernelTable:
 def check_vl(vl: int, what: str) -> None:
     if vl % VL_STEP or not VL_MIN <= vl <= VL_MAX:
         raise ConfigError(
-            f"{what}: VL {vl} is not valid; SVE vector lengths are multiples of 128 from 128 to 2048 bits"
+            f"{what}: VL {vl} is not valid; SVE vector lengths are multiples of {VL_STEP} from {VL_MIN} to {VL_MAX} bits"
         )
 
 
@@ -511,13 +573,15 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
             )
 
     selections = [selection(table, s) for s in raw["kernels"]]
-    if raw.get("gem5"):
-        _check_gem5(raw["gem5"])
+    compilers = list(raw.get("compilers", ["gcc"]))
+    backends = list(raw.get("backends", ["qemu"]))
+    gem5 = gem5_section(raw["gem5"], compilers) if raw.get("gem5") else None
     sizes = {k: list(v) for k, v in (raw.get("sizes") or {}).items()}
-    if raw.get("backends", ["qemu"]) or raw.get("gem5"):  # a perf-only sweep has no count sizes
+    if backends or gem5:  # a perf-only sweep has no count sizes
         _check_sizes(table, sizes, selections, linearity=bool(raw.get("linearity_check", True)))
-    if raw.get("perf"):
-        _check_perf(raw["perf"], table, selections)
+    perf = perf_section(raw["perf"]) if raw.get("perf") else None
+    if perf:
+        _check_perf(perf, table, selections)
 
     results_dir = check_dir("results_dir", resolve_path(raw.get("results_dir", "results"), base))
     build_dir = check_dir("build_dir", resolve_path(raw.get("build_dir", "build"), base))
@@ -528,8 +592,8 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         table_paths=tables,
         results_dir=results_dir,
         build_dir=build_dir,
-        compilers=list(raw.get("compilers", ["gcc"])),
-        backends=list(raw.get("backends", ["qemu"])),
+        compilers=compilers,
+        backends=backends,
         cpu_models=cpu_models,
         vector_lengths=vls,
         vls_vector_lengths=vls_builds,
@@ -538,6 +602,10 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         selections=selections,
         figures=list(raw.get("figures", [])),
         checks=list(raw.get("checks", [])),
+        time_limits=TimeLimits(**raw.get("time_limit", {})),
+        gem5=gem5,
+        perf=perf,
+        regression=regression_section(raw["regression"]) if raw.get("regression") else None,
     )
     for fig in sweep.figures:
         for sel in fig["series"] + ([fig["baseline"]] if "baseline" in fig else []):
@@ -565,8 +633,8 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
                     f"{where}: differs from the check's line in {len(diff)} factors ({', '.join(diff)}), so it does not "
                     "isolate one; pick a line that differs in one, or name the factor it stands for with factor:"
                 )
-    if raw.get("gem5"):
-        for c in raw["gem5"].get("compilers", []):
+    if gem5:
+        for c in gem5.compilers:
             _check_compiler(sweep, c, "gem5/compilers")
     return sweep
 
@@ -647,34 +715,61 @@ def _extended(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
     return {**parent, **{k: v for k, v in raw.items() if k != "extends"}}
 
 
-def _check_gem5(g: dict[str, Any]) -> None:
-    from analysis.backends import gem5
+def load_gem5_systems(path: Path = GEM5_SYSTEMS) -> dict[str, dict[str, Any]]:
+    """The gem5 system presets (configs/gem5_systems.yaml), validated."""
+    doc = _read_yaml(path)
+    validate_doc(doc, "gem5_systems.schema.yaml", path)
+    return doc["systems"]
 
-    systems = gem5.load_systems()
+
+def gem5_section(g: dict[str, Any], compilers: list[str]) -> Gem5Section:
+    systems = load_gem5_systems()
+    vls = tuple(g.get("vector_lengths", GEM5_VLS))
+    for vl in vls:
+        check_vl(vl, "gem5/vector_lengths")
+    chosen = {}
     for name in g.get("systems", ["paper"]):
         if name not in systems:
             raise ConfigError(f"gem5/systems: unknown system '{name}'; configs/gem5_systems.yaml has {', '.join(systems)}")
-        for vl in g.get("vector_lengths", GEM5_VLS):
-            check_vl(vl, "gem5/vector_lengths")
-        if not [v for v in g.get("vector_lengths", GEM5_VLS) if v in systems[name]["vector_lengths"]]:
+        if not [v for v in vls if v in systems[name]["vector_lengths"]]:
             raise ConfigError(f"gem5: system {name} supports none of the VLs asked for ({systems[name]['vector_lengths']})")
+        chosen[name] = systems[name]
+    return Gem5Section(chosen, vls, tuple(g.get("compilers", compilers)), g.get("binary"))
 
 
-def _check_perf(p: dict[str, Any], table: KernelTable, selections: list[dict[str, Any]]) -> None:
-    for vl in p.get("vector_lengths", PERF_VLS):
+def perf_section(p: dict[str, Any]) -> PerfSection:
+    return PerfSection(
+        perf=p.get("perf", "perf"), events=tuple(p["events"]), sve=p.get("sve", "auto"),
+        host_baselines=bool(p.get("host_baselines", True)), vector_lengths=tuple(p.get("vector_lengths", PERF_VLS)),
+        sizes={k: tuple(v) for k, v in p["sizes"].items()}, processes=int(p.get("processes", 30)),
+        calls=int(p.get("calls", 10)), warmup=int(p.get("warmup", 2)), flush=dict(p.get("flush", {})),
+        core=int(p.get("core", 0)), checks=list(p.get("checks", [])), figures=list(p.get("figures", [])),
+    )
+
+
+def regression_section(r: dict[str, Any]) -> RegressionSection:
+    return RegressionSection(
+        golden_dir=r.get("golden_dir", "results/golden"), metrics=tuple(r["metrics"]),
+        tolerance=list(r.get("tolerance", [])), tolerance_sets=dict(r.get("tolerance_sets", {})),
+        on_fingerprint_change=dict(r.get("on_fingerprint_change", {})),
+    )
+
+
+def _check_perf(p: PerfSection, table: KernelTable, selections: list[dict[str, Any]]) -> None:
+    for vl in p.vector_lengths:
         check_vl(vl, "perf/vector_lengths")
-    for key in ("sizes", "flush"):
-        for fam in p.get(key, {}):
+    for key, fams in (("sizes", p.sizes), ("flush", p.flush)):
+        for fam in fams:
             if fam not in table.families:
                 raise ConfigError(f"perf/{key}: unknown family '{fam}'; known: {', '.join(table.families)}")
     for sel in selections:
-        if sel["family"] not in p["sizes"]:
+        if sel["family"] not in p.sizes:
             raise ConfigError(f"perf/sizes: no size for family '{sel['family']}' (kernel {sel['kernel']}); add perf/sizes/{sel['family']}")
-    _check_sizes(table, {k: list(v) for k, v in p["sizes"].items()}, selections, "perf/sizes")
-    for chk in p.get("checks", []):
+    _check_sizes(table, {k: list(v) for k, v in p.sizes.items()}, selections, "perf/sizes")
+    for chk in p.checks:
         for key in ("numerator", "denominator"):
             _check_selector(table, chk[key], f"perf/checks/{chk['id']}")
-    for fig in p.get("figures", []):
+    for fig in p.figures:
         for sel in fig["series"]:
             _check_selector(table, sel, f"perf/figures/{fig['name']}")
         if fig["kind"] == "bandwidth":

@@ -1,8 +1,15 @@
-"""Count stage entry point: run one job (a binary on a CPU model) through a backend
-(qemu, armie, gem5, or perf for the native measurements).
+"""Count stage: plan every job of a sweep once, and run one planned job.
 
-Called by the count rules; writes one JSON file of raw per-run counts, or fails with one
-line naming the cell (the rule then leaves no output, so no later stage reads a partial job).
+The workflow plans at start (`write_plans`): one JSON plan per job (analysis.backends.Plan:
+its runs, binary, CPU model, time limits, guest environment, the meta its raw file records,
+the tool versions the workflow's preflight found, what its backend needs) under
+<results>/plans/. The job's rule hands it its plan:
+
+    python -m analysis.count --plan PLAN --out RAW
+
+and the job runs it through its backend (analysis.backends.registry), without reading the
+sweep again. It writes one JSON file of raw per-run records, or fails with one line naming
+the cell (the rule then leaves no output, so no later stage reads a partial job).
 """
 from __future__ import annotations
 
@@ -11,71 +18,85 @@ import sys
 from pathlib import Path
 
 from analysis import build, config, mpi, toolchain
-from analysis.backends import RunError, armie, clean_stale_stages, count_job, exit_on_signals, gem5, perf, qemu
+from analysis.backends import Plan, Ready, RunError, clean_stale_stages, exit_on_signals, write_raw
+from analysis.backends.registry import REGISTRY
+
+
+def job_path(root: Path, job: config.Job, suffix: str) -> Path:
+    """<root>/<backend>/<compiler>/<build>/<cpu model>/<kernel>-<variant><suffix>: where a
+    job's plan (root <results>/plans) and raw file (root <results>/raw) live."""
+    b = job.binary
+    return root / b.backend / b.compiler / b.build / job.cpu_model / f"{b.name}{suffix}"
+
+
+def plan_job(sweep: config.Sweep, job: config.Job, ready: Ready, versions: dict[str, str],
+             mpi_versions: dict[str | None, str]) -> Plan:
+    """One job's plan. `versions`: the workflow's preflight (compilers, host); `mpi_versions`:
+    a cache of the MPI libraries' versions, filled as rows need them."""
+    b = job.binary
+    backend = REGISTRY[b.backend]
+    row = sweep.table.row(b.kernel, b.variant)
+    binary = build.binary_path(sweep.build_dir, b.compiler, b.build, b.backend, b.name)
+    job_versions = {k: versions[k] for k in (f"compiler.{b.compiler}", "host") if k in versions}
+    job_versions.update(ready.versions)
+    env = mpi.run_env(sweep.table, b.kernel, b.variant)
+    if env:  # the runs load an arm64 Open MPI: its version is part of what ran
+        lib = mpi.row_library(sweep.table, b.kernel, b.variant)
+        key = lib.name if lib else None
+        if key not in mpi_versions:
+            mpi_versions[key] = mpi.version(sweep.table, b.kernel, b.variant)
+        job_versions["mpi"] = mpi_versions[key]
+    meta = {
+        "kernel": b.kernel, "variant": b.variant, "family": row.family, "role": row.role, "label": row.label,
+        "layout": config.layout_of(sweep.table, row), "compiler": b.compiler, "build": b.build, "backend": b.backend,
+        "cpu_model": job.cpu_model, "binary": str(binary),
+        "build_commands": build.binary_commands(sweep, b.compiler, b.build, b.backend, b.kernel, b.variant),
+        "versions": job_versions,
+    }
+    factor = backend.time_factor(sweep)
+    limits = tuple(sweep.time_limit(b.kernel, b.variant, r.size, factor) for r in job.runs)
+    return Plan(b.backend, str(binary), job.cpu_model, job.runs, limits, env, meta,
+                backend.settings(sweep, job, ready))
+
+
+def write_plans(sweep: config.Sweep, ready: dict[str, Ready], jobs: list[config.Job],
+                versions: dict[str, str]) -> None:
+    """Every job's plan file, rewritten only when its content changes: the plan is an input of
+    the job's rule, so a change of runs, limits or tool versions re-runs exactly that job."""
+    mpi_versions: dict[str | None, str] = {}
+    for job in jobs:
+        plan = plan_job(sweep, job, ready[job.binary.backend], versions, mpi_versions)
+        toolchain.write_stamp(job_path(sweep.results_dir / "plans", job, ".json"), plan.to_json())
+
+
+def run(plan: Plan, out: Path) -> None:
+    """Run a planned job through its backend and write its raw file."""
+    extra, records = REGISTRY[plan.backend].run_job(plan, sys.stderr)
+    meta = {**plan.meta, "binary_sha256": toolchain.sha256(Path(plan.binary)), **extra}
+    write_raw(out, meta, records)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    config.add_sweep_args(p)
-    p.add_argument("--backend", required=True, choices=["qemu", "armie", "gem5", "perf"])
-    for key in ("compiler", "build", "cpu", "kernel", "variant", "out"):
-        p.add_argument(f"--{key}", required=True)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--plan", required=True, type=Path, help="the job's plan (written by the workflow)")
+    p.add_argument("--out", required=True, type=Path, help="the raw JSON file to write")
     ns = p.parse_args(argv)
     exit_on_signals()
     clean_stale_stages()
     try:
-        sweep = config.load_from_args(ns)
-        systems = gem5.load_systems() if ns.backend == "gem5" else {}
-        jobs = (sweep.gem5_jobs(systems) if ns.backend == "gem5" else
-                sweep.perf_jobs(sve=True, host=True) if ns.backend == "perf" else sweep.jobs())
-        job = next(
-            j for j in jobs
-            if (j.binary.backend, j.binary.compiler, j.binary.build, j.cpu_model, j.binary.kernel, j.binary.variant)
-            == (ns.backend, ns.compiler, ns.build, ns.cpu, ns.kernel, ns.variant)
-        )
-        binary = build.binary_path(sweep.build_dir, ns.compiler, ns.build, ns.backend, job.binary.name)
-        if ns.backend == "perf":  # native runs: no cross toolchain to check, statistics over processes
-            perf.measure_job(sweep, job, binary, Path(ns.out))
-            return 0
-        row = sweep.table.row(ns.kernel, ns.variant)
-        meta = {
-            "kernel": ns.kernel, "variant": ns.variant, "family": row.family, "role": row.role,
-            "label": row.label, "layout": config.layout_of(sweep.table, row),
-            "compiler": ns.compiler, "build": ns.build, "backend": ns.backend, "cpu_model": ns.cpu,
-            "binary": str(binary), "binary_sha256": toolchain.sha256(binary),
-            "build_commands": build.binary_commands(sweep, ns.compiler, ns.build, ns.backend, ns.kernel, ns.variant),
-            "versions": toolchain.preflight([ns.compiler], [] if ns.backend == "gem5" else [ns.backend]),
-        }
-        env = mpi.run_env(sweep.table, ns.kernel, ns.variant)
-
-        def limit(run: config.Run) -> float:
-            return sweep.time_limit(ns.kernel, ns.variant, ns.backend, run.size)
-
-        if env:
-            mpi.check_row(sweep.table, ns.kernel, ns.variant)
-            meta["versions"]["mpi"] = mpi.version(sweep.table, ns.kernel, ns.variant)
-        if ns.backend == "gem5":
-            gem5_bin = gem5.find_gem5(sweep)
-            if gem5_bin is None:
-                raise toolchain.ToolchainError(gem5.skipped_message(sweep))
-            meta["versions"]["gem5"] = gem5.gem5_version(gem5_bin)
-            meta["system"] = systems[ns.cpu]
-            runs_dir = sweep.results_dir / "gem5" / ns.cpu / job.binary.name
-
-            def one(run: config.Run) -> dict:
-                tag = f"vl{run.vl}-{run.size}" + ("" if run.op == config.NO_OP else f"-{run.op}-{run.dtype}")
-                return gem5.run_once(gem5_bin, binary, ns.cpu, systems[ns.cpu], run, runs_dir / tag, limit(run))
-
-            count_job(job, one, binary, Path(ns.out), meta)
-        elif ns.backend == "qemu":
-            plugins = build.plugin_path(sweep.build_dir, "inscount").parent
-            count_job(job, lambda run: qemu.run_once(binary, ns.cpu, run, plugins, env, limit(run)), binary, Path(ns.out), meta)
-        else:
-            count_job(job, lambda run: armie.run_once(binary, ns.cpu, run, limit(run)), binary, Path(ns.out), meta)
-    except StopIteration:
-        print(f"error: the sweep has no job {ns.backend}/{ns.compiler}/{ns.build}/{ns.cpu}/{ns.kernel}-{ns.variant}", file=sys.stderr)
+        plan = Plan.from_json(ns.plan.read_text())
+    except FileNotFoundError:
+        print(f"error: no plan {ns.plan}: the workflow writes one per job (run ./harness sweep)", file=sys.stderr)
         return 2
-    except (config.ConfigError, toolchain.ToolchainError, RunError) as e:
+    except (ValueError, KeyError, TypeError) as e:
+        print(f"error: plan {ns.plan} is unreadable ({e!r}): run ./harness sweep to write it again", file=sys.stderr)
+        return 2
+    if plan.backend not in REGISTRY:
+        print(f"error: plan {ns.plan} names backend {plan.backend!r}; known: {', '.join(REGISTRY)}", file=sys.stderr)
+        return 2
+    try:
+        run(plan, ns.out)
+    except (toolchain.ToolchainError, RunError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

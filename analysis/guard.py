@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from analysis.config import REPO
@@ -24,6 +25,35 @@ LOCK_DIR = REPO / ".snakemake" / "locks"
 DERIVED = ["counts.csv", "provenance.csv", "summary.md", "perf.csv", "perf_summary.md", "drift.csv", "drift.png",
            "figures", "explain", "report.html"]
 STALE_DIR = "stale"
+
+
+def local_env_prefix() -> list[str]:
+    """Snakemake loads every executor plugin at start, and the Slurm one runs `scontrol show
+    config`, which waits 9 s for a controller where slurm-wlm is installed but no cluster is
+    configured (here after --stop-slurm). A local run never asks Slurm anything: an empty
+    configuration makes scontrol answer at once. A SLURM_CONF of the caller's is left alone."""
+    if "SLURM_CONF" in os.environ or shutil.which("scontrol") is None:
+        return []
+    return ["env", "SLURM_CONF=/dev/null"]
+
+
+def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str],
+                  slurm: bool = False) -> list[str]:
+    """`slurm`: the command analysis.slurm runs (its first word must be Snakemake's)."""
+    conf = [f"sweep={sweep_path}"] + [f"{k}={v}" for k, v in overrides.items()]
+    return [
+        *([] if slurm else local_env_prefix()),
+        # --config takes every word after it: targets and options go first.
+        str(Path(sys.executable).parent / "snakemake"), *extra, "--snakefile", str(REPO / "Snakefile"),
+        "--directory", str(REPO), "--cores", str(cores),
+        # Snakemake's default ILP scheduler solves a CBC problem over every ready job each time it
+        # looks, and it looks again about once a second per job finished so far: a third of a
+        # default sweep's CPU time. Every job takes one core and nothing else: greedy picks as well.
+        "--scheduler", "greedy",
+        # A killed run leaves its jobs marked incomplete: resume by redoing them (raw files are
+        # written atomically and carry a checksum, so nothing partial is ever read).
+        "--rerun-incomplete", "--config", *conf,
+    ]
 
 
 class LockError(Exception):

@@ -149,10 +149,12 @@ def main(argv: list[str] | None = None) -> int:
         df = perftable.read(ns.table)
         metas = [json.loads(f.read_text())["meta"] for f in ns.raw]
         cpu = next((m["cpu"] for m in metas if m["build"] == "host"), "host")
-        for fig in sweep.raw["perf"].get("figures", []):
+        perf = sweep.perf
+        if perf is None:
+            raise config.ConfigError(f"{ns.sweep}: no perf section")
+        for fig in perf.figures:
             plot(df, sweep.table, fig, sweep.results_dir / "figures" / f"{fig['name']}.png", cpu)
-        perf = sweep.raw["perf"]
-        checks = check_rows(df, perf.get("checks", []), perf["sizes"], sweep.table)
+        checks = check_rows(df, perf.checks, {k: list(v) for k, v in perf.sizes.items()}, sweep.table)
         ns.summary.write_text(summary(df, metas, ns.message, checks))
     except (config.ConfigError, OSError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -26,6 +26,7 @@ import yaml
 
 import analysis
 from analysis import config, guard, table, toolchain
+from analysis.backends import registry
 
 REPO = config.REPO
 # Sources whose change can move counts without any kernel changing: part of the fingerprint.
@@ -65,18 +66,17 @@ class Regression:
 
 def load(path: str | Path, overrides: dict[str, Any] | None = None) -> Regression:
     sweep = config.load(path, overrides)
-    reg = sweep.raw.get("regression")
-    if not reg:
+    reg = sweep.regression
+    if reg is None:
         raise RegressError(f"{path}: no 'regression' section: it names the metrics, golden_dir and tolerances")
-    sets = reg.get("tolerance_sets", {})
-    for part, name in reg.get("on_fingerprint_change", {}).items():
-        if name not in sets:
+    for part, name in reg.on_fingerprint_change.items():
+        if name not in reg.tolerance_sets:
             raise RegressError(f"{path}: regression/on_fingerprint_change/{part} names unknown tolerance set '{name}'")
     return Regression(
         sweep=sweep, name=Path(path).stem,
-        golden_dir=config.resolve_path(reg.get("golden_dir", "results/golden"), config.base_dir(Path(path))),
-        metrics=list(reg["metrics"]), tolerance=list(reg.get("tolerance", [])),
-        tolerance_sets=sets, on_change=dict(reg.get("on_fingerprint_change", {})),
+        golden_dir=config.resolve_path(reg.golden_dir, config.base_dir(Path(path))),
+        metrics=list(reg.metrics), tolerance=list(reg.tolerance),
+        tolerance_sets=reg.tolerance_sets, on_change=dict(reg.on_fingerprint_change),
     )
 
 
@@ -100,7 +100,7 @@ def libc_version(compiler: str) -> str:
 
 def fingerprint(reg: Regression) -> dict[str, Any]:
     sweep = reg.sweep
-    versions = toolchain.preflight(sweep.compilers, sweep.backends)
+    _, _, versions = registry.preflight(sweep)
     flags = sorted({" ".join(r.cflags.get(c, ())) for r in sweep.table.rows for c in sweep.compilers})
     harness_files = [p for d in HARNESS_SOURCES for p in (REPO / d).rglob("*") if p.is_file()]
     return {
@@ -118,10 +118,8 @@ def differing_parts(golden: dict[str, Any], now: dict[str, Any]) -> list[str]:
 
 
 def run_sweep(reg: Regression, cores: int) -> pd.DataFrame:
-    from analysis.cli import snakemake_cmd
-
     over = {"results_dir": str(reg.sweep.results_dir), "build_dir": str(reg.sweep.build_dir)}
-    proc = subprocess.run(snakemake_cmd(str(reg.sweep.path), over, cores, [str(reg.work_dir / "counts.csv"), "--quiet", "all"]),
+    proc = subprocess.run(guard.snakemake_cmd(str(reg.sweep.path), over, cores, [str(reg.work_dir / "counts.csv"), "--quiet", "all"]),
                           cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr.strip() or proc.stdout.strip() or f"snakemake exited with {proc.returncode}").splitlines()[-15:]

@@ -100,7 +100,7 @@ def caption(fig: dict[str, Any], ratio: bool) -> str:
 
 def figure_entries(sweep: config.Sweep, fig_dir: Path) -> list[dict[str, str]]:
     """Every declared figure the sweep drew (the cycle figures only where gem5 ran), in order."""
-    declared = [(f, False) for f in sweep.figures] + [(f, False) for f in sweep.raw.get("perf", {}).get("figures", [])]
+    declared = [(f, False) for f in sweep.figures] + [(f, False) for f in (sweep.perf.figures if sweep.perf else [])]
     out = []
     for f, _ in declared:
         for name, ratio in ((f["name"], False), (f"{f['name']}_ratio", True)):

@@ -1,23 +1,21 @@
-"""The external tools the harness drives: cross compilers, QEMU, objdump, host gcc.
+"""The compilers the harness builds with, objdump, and the host.
 
-Their versions are inputs of the build and count rules (written to stamp files), so an
-upgrade re-runs exactly what it affects. `preflight()` names the missing piece and its fix
-in one line before any job runs.
+Their versions are inputs of the build rules (written to stamp files) and of every job's plan,
+so an upgrade re-runs exactly what it affects. `preflight()` names the missing piece and its
+fix in one line before any job runs; each backend checks its own tools
+(analysis.backends.registry.preflight).
 """
 from __future__ import annotations
 
 import hashlib
 import platform
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-SUPPORTED_QEMU = "7.2"  # the plugin API (version 1) and its struct layouts are those of 7.2
 BASE_CFLAGS = ("-O3", "-march=armv8-a+sve", "-std=gnu11", "-Wall", "-Wextra")
 OBJDUMP = "aarch64-linux-gnu-objdump"
-QEMU = "qemu-aarch64"
 FIX = "run ./harness setup (or: apt-get install gcc-aarch64-linux-gnu qemu-user)"
 
 
@@ -32,8 +30,7 @@ class Compiler:
     link: tuple[str, ...]  # extra flags for the static link
 
     def version(self) -> str:
-        out = _run([*self.cc[:1], "--version"])
-        return out.splitlines()[0].strip()
+        return first_line([*self.cc[:1], "--version"])
 
 
 COMPILERS = {
@@ -79,7 +76,8 @@ def compiler_cflags(compiler: str, build: str, vls_bits: int | None, extra: tupl
     return cflags(vls_bits, extra)
 
 
-def _run(cmd: list[str]) -> str:
+def run(cmd: list[str]) -> str:
+    """A tool's standard output; ToolchainError naming the tool when it is missing or fails."""
     try:
         return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     except FileNotFoundError:
@@ -88,54 +86,28 @@ def _run(cmd: list[str]) -> str:
         raise ToolchainError(f"{' '.join(cmd)} failed: {e.stderr.strip().splitlines()[-1:]}") from None
 
 
-def qemu_version() -> str:
-    out = _run([QEMU, "--version"])
-    m = re.search(r"version (\d+\.\d+(?:\.\d+)?)", out)
-    if not m:
-        raise ToolchainError(f"cannot read the version of {QEMU}: {out.splitlines()[:1]}")
-    return out.splitlines()[0].strip()
+def first_line(cmd: list[str]) -> str:
+    """The version line a tool prints first (`gcc --version`)."""
+    return run(cmd).splitlines()[0].strip()
 
 
-def check_qemu() -> str:
-    line = qemu_version()
-    ver = re.search(r"version (\d+\.\d+)", line).group(1)  # type: ignore[union-attr]
-    if ver != SUPPORTED_QEMU:
-        raise ToolchainError(
-            f"{QEMU} is version {ver}; the counting plugins are written for QEMU {SUPPORTED_QEMU} "
-            f"(plugin API 1): install Debian 12's qemu-user"
-        )
-    return line
+def host() -> str:
+    return f"{platform.node()} {platform.machine()} {platform.system()} {platform.release()}"
 
 
-def preflight(compilers: list[str], backends: list[str]) -> dict[str, str]:
-    """Check every tool the sweep needs; return their version lines (for stamps and provenance)."""
+def preflight(compilers: list[str]) -> dict[str, str]:
+    """Check the compilers a sweep builds with (and objdump, which decodes what the cross
+    compilers build); return their version lines and the host's (stamps and provenance)."""
     versions: dict[str, str] = {}
-    if not backends:  # a perf-only sweep: nothing is cross-built or counted
-        compilers = []
     for c in compilers:
         comp = COMPILERS[c]
         if shutil.which(comp.cc[0]) is None:
             fix = "./harness setup --with-clang" if c == "clang" else "./harness setup"
             raise ToolchainError(f"cross compiler {comp.cc[0]} not found: run {fix}")
         versions[f"compiler.{c}"] = comp.version()
-    if backends and shutil.which(OBJDUMP) is None:
+    if set(compilers) & set(CROSS_COMPILERS) and shutil.which(OBJDUMP) is None:
         raise ToolchainError(f"{OBJDUMP} not found: run ./harness setup (binutils-aarch64-linux-gnu)")
-    if "qemu" in backends:
-        if shutil.which(QEMU) is None:
-            raise ToolchainError(f"{QEMU} not found: run ./harness setup (Debian package qemu-user)")
-        versions["qemu"] = check_qemu()
-        if shutil.which("gcc") is None:
-            raise ToolchainError("host gcc not found (it builds the QEMU plugins): run ./harness setup")
-        versions["host_gcc"] = _run(["gcc", "--version"]).splitlines()[0].strip()
-    if "armie" in backends:
-        from analysis.backends import armie
-
-        if armie.armie_available() is None:
-            raise ToolchainError(
-                "backend armie needs an AArch64 host with armie on PATH (module load armie); remove it from backends here"
-            )
-        versions["armie"] = _run(["armie", "--version"]).splitlines()[0].strip()
-    versions["host"] = f"{platform.node()} {platform.machine()} {platform.system()} {platform.release()}"
+    versions["host"] = host()
     return versions
 
 

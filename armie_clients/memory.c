@@ -9,8 +9,10 @@
  * Use:
  *   qemu-aarch64 -cpu max,sve-default-vector-length=64 \
  *       -plugin ./libmemory.so,out=mem.json,vl=512 ./prog args
- * Arguments: out=<path> and vl=<bits> (required; multiple of 128 in
- * 128..2048, the vector length the guest runs at). Unknown keys are rejected.
+ * Arguments: out=<path> and vl=<bits> (required; the vector length the guest
+ * runs at, valid under the SVE VL rule the build passes as SVE_VL_MIN,
+ * SVE_VL_MAX and SVE_VL_STEP from analysis/config.py). Unknown keys are
+ * rejected.
  *
  * Output (docs/contracts.md section 3): "client", "plugin_api", "markers",
  * "vl", "sve_bytes": "derived", "sve_bytes_note", and
@@ -57,6 +59,11 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
 
 static const char *const CLIENT = "memory";
 
+/* The VL rule is stated once, in analysis/config.py; build.plugin_cmd passes it. */
+#if !defined(SVE_VL_MIN) || !defined(SVE_VL_MAX) || !defined(SVE_VL_STEP)
+#error "build with analysis/build.py plugin_cmd: it defines SVE_VL_MIN, SVE_VL_MAX, SVE_VL_STEP"
+#endif
+
 static uint64_t vl_bits;
 static uint64_t m_insns[N_MCLASSES], m_bytes[N_MCLASSES];
 static uint64_t obs_loads, obs_stores, obs_other;
@@ -65,7 +72,7 @@ static bool parse_vl(const char *s, uint64_t *vl)
 {
     char *end;
     unsigned long v = strtoul(s, &end, 10);
-    if (!*s || *end || v < 128 || v > 2048 || v % 128) {
+    if (!*s || *end || v < SVE_VL_MIN || v > SVE_VL_MAX || v % SVE_VL_STEP) {
         return false;
     }
     *vl = v;
@@ -152,8 +159,8 @@ static int parse_arg(const char *key, const char *val)
     }
     if (!parse_vl(val, &vl_bits)) {
         fprintf(stderr,
-                "%s: vl=%s: expected a multiple of 128 in 128..2048 (bits)\n",
-                CLIENT, val);
+                "%s: vl=%s: expected a multiple of %d in %d..%d (bits)\n",
+                CLIENT, val, SVE_VL_STEP, SVE_VL_MIN, SVE_VL_MAX);
         return -1;
     }
     return 1;

@@ -1,7 +1,7 @@
 """gem5 SE-mode run of one SVE kernel binary on an out-of-order ARM core (gem5 v23+).
 
 Usage (the harness builds this command; run from any directory):
-  gem5.fast -d OUTDIR gem5_scripts/se_sve.py --system SYSTEM.json --vl 512 -- ./kernel 0512 000001048576 ...
+  gem5.fast -d OUTDIR gem5_scripts/se_sve.py --system SYSTEM.json --vl 512 --vl-rule 128:2048:128 -- ./kernel 0512 000001048576 ...
 
 SYSTEM.json is one entry of configs/gem5_systems.yaml (converted to JSON by the harness,
 because gem5's embedded Python has no YAML). The kernel is linked with the gem5 marker
@@ -81,11 +81,14 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--system", required=True, help="system description (JSON)")
     p.add_argument("--vl", type=int, required=True, help="SVE vector length in bits")
+    # The VL rule is stated once, in the harness (analysis/config.py), and passed here.
+    p.add_argument("--vl-rule", required=True, metavar="MIN:MAX:STEP", help="valid VLs, in bits")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- binary and its arguments")
     args = p.parse_args()
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-    if args.vl % 128 or not 128 <= args.vl <= 2048 or not cmd:
-        sys.exit("se_sve.py: need --vl (multiple of 128, 128..2048) and -- binary args")
+    lo, hi, step = (int(x) for x in args.vl_rule.split(":"))
+    if args.vl % step or not lo <= args.vl <= hi or not cmd:
+        sys.exit(f"se_sve.py: need --vl (multiple of {step}, {lo}..{hi}) and -- binary args")
     with open(args.system) as f:
         desc = json.load(f)
 

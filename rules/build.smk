@@ -247,9 +247,10 @@ rule kernel_object:
 rule roi_object:
     wildcard_constraints:
         compiler="gcc|clang",
-        backend="qemu|armie|gem5",
+        # The backends whose marker is assembly (analysis.backends.Backend.MARKER).
+        backend="|".join(n for n in R.REGISTRY if not B.marker_per_build(n)),
     input:
-        src="kernels/roi/roi_{backend}.S",
+        src=lambda wc: str(B.roi_source(wc.backend).relative_to(B.REPO)),
         inc="kernels/roi/roi_slot.inc",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
     output:

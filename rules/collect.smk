@@ -14,5 +14,5 @@ rule collect:
     params:
         args=SWEEP_ARGS,
     shell:
-        "{PY} -m analysis.collect {params.args} --counts {output.counts:q} "
-        "--provenance {output.provenance:q} {input.raw:q} 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"
+        logged("{PY} -m analysis.collect {params.args} --counts {output.counts:q} "
+               "--provenance {output.provenance:q} {input.raw:q}")

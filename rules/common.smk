@@ -1,7 +1,6 @@
-# Shared set-up: load and validate the sweep (schema, kernel table, VLs, sizes) and check
-# the toolchain before any job runs; bad input stops here with one line naming the fix.
-import json
-import os
+# Shared set-up: load and validate the sweep (schema, kernel table, VLs, sizes), check every
+# tool its backends need, and plan every job once, before any job runs; bad input stops here
+# with one line naming the fix.
 import shlex
 import sys
 
@@ -9,30 +8,29 @@ sys.path.insert(0, workflow.basedir)
 
 from analysis import build as B
 from analysis import config as C
+from analysis import count as N
 from analysis import toolchain as T
+from analysis.backends import registry as R
 
 SWEEP_PATH = config.get("sweep", "configs/default.yaml")
 OVERRIDES = {k: config[k] for k in ("results_dir", "build_dir") if k in config}
 try:
     SWEEP = C.load(SWEEP_PATH, OVERRIDES)
-    VERSIONS = T.preflight(SWEEP.compilers, SWEEP.backends)
     # Rows on an unbuilt Open MPI 5 skip (./harness sweep said so in one line); Debian's MPI
     # rows (configs/mpi.yaml) need ./harness setup --with-mpi.
     SWEEP = B.mpi.without_unbuilt(SWEEP)
     B.mpi.check(SWEEP)
+    # Each backend the sweep uses and its compilers, checked here (a part this machine
+    # cannot run is a note), and every job planned.
+    READY, PLANNED, VERSIONS = R.preflight(SWEEP)
 except (C.ConfigError, T.ToolchainError) as e:
     raise WorkflowError(f"error: {e}")
-
-from analysis.backends import gem5 as G
-
-# The cycle sweep runs only where gem5 is found; elsewhere one line says how to enable it.
-GEM5 = G.find_gem5(SWEEP) if SWEEP.raw.get("gem5") else None
-# Snakemake may read the workflow more than once per run: say it once.
-if SWEEP.raw.get("gem5") and GEM5 is None and not os.environ.get("SVE_HARNESS_GEM5_SKIP_SAID"):
-    print(G.skipped_message(SWEEP), file=sys.stderr)
-    os.environ["SVE_HARNESS_GEM5_SKIP_SAID"] = "1"
-if GEM5:
-    VERSIONS["gem5"] = G.gem5_version(GEM5)
+NOTES = {name: r.notes for name, r in READY.items()}
+# Said by the main Snakemake process only: a job that reads the workflow again (a Slurm job)
+# does not repeat them.
+if workflow.is_main_process:
+    for _line in (n for notes in NOTES.values() for n in notes):
+        print(_line, file=sys.stderr)
 
 # Quoted once here: every shell command of the rules starts with it, and the clone path may
 # hold spaces or shell characters.
@@ -40,14 +38,18 @@ PY = shlex.quote(sys.executable)
 BUILD = str(SWEEP.build_dir)
 RESULTS = str(SWEEP.results_dir)
 TABLE = SWEEP.table
-JOBS = SWEEP.jobs() + (SWEEP.gem5_jobs(G.load_systems()) if GEM5 else [])
 SWEEP_ARGS = shlex.join(["--sweep", SWEEP_PATH, *(a for k, v in OVERRIDES.items() for a in ("--set", f"{k}={v}"))])
+# The jobs whose raw files make counts.csv, and the backends that run here.
+JOBS = [j for j in PLANNED if R.REGISTRY[j.binary.backend].TABLE == "counts.csv"]
+RUNNING = {j.binary.backend for j in PLANNED}
 
 # Tool versions as files: a rule that lists one re-runs when that tool is upgraded. Every
 # installed cross compiler gets one, so targets outside the sweep (tests, `count`) build too.
 VERSIONS.update(T.installed_compiler_versions())
 for _name, _text in VERSIONS.items():
     T.write_stamp(SWEEP.build_dir / "stamps" / f"{_name}.txt", _text + "\n")
+# One plan file per job: the job runs it without reading the sweep again.
+N.write_plans(SWEEP, READY, PLANNED, VERSIONS)
 
 
 def stamp(name):
@@ -55,24 +57,19 @@ def stamp(name):
 
 
 def job_output(job):
-    b = job.binary
-    return f"{RESULTS}/raw/{b.backend}/{b.compiler}/{b.build}/{job.cpu_model}/{b.name}.json"
+    return str(N.job_path(SWEEP.results_dir / "raw", job, ".json"))
 
 
-def find_job(wc, backend):
-    for job in JOBS:
-        b = job.binary
-        if (b.backend, b.compiler, b.build, job.cpu_model, b.kernel, b.variant) == (
-            backend, wc.compiler, wc.build, wc.cpu, wc.kernel, wc.variant
-        ):
-            return job
-    raise WorkflowError(f"no job for {wc}")
+def logged(cmd):
+    """A rule's shell command with its stderr to the rule's log; on failure the log's last
+    line (the one-line error) is shown."""
+    return cmd + " 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"
 
 
 wildcard_constraints:
-    compiler="gcc|clang|native",
-    build=r"vla|vls\d+|host|nosve",
-    backend="qemu|armie|gem5|perf",
+    compiler="|".join(T.COMPILERS),
+    build=C.BUILD_PATTERN,
+    backend="|".join(R.REGISTRY),
     kernel="[a-z][a-z0-9_]*",
     variant="[a-z][a-z0-9_]*",
     family="[a-z][a-z0-9_]*",

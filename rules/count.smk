@@ -1,44 +1,28 @@
-# Count stage: run every binary at every VL and size of the sweep through a backend.
-# One job per (binary, CPU model); its runs are a param, so changing the VL or size list
-# re-runs exactly the jobs it affects.
+# Count, simulate and measure stages: the one rule every backend's jobs run through
+# (analysis/backends/registry.py). One job per (binary, CPU model): its plan (runs, time
+# limits, tool versions; written once by common.smk) is an input, so changing the VL or size
+# list re-runs exactly the jobs it affects.
+#
+# The rule is written once and instantiated per backend (count_qemu, count_armie,
+# simulate_gem5, measure_perf), the backend fixed in its paths: Slurm profiles size jobs by
+# rule name (a perf measurement needs a whole node where a QEMU count needs one core), and a
+# job's name shows the same wildcards whatever the backend.
 
-CLIENTS = ["inscount", "opcodes", "memory"]
+for _backend in R.REGISTRY.values():
+    _where = f"{_backend.NAME}/{{compiler}}/{{build}}/{{cpu}}/{{kernel}}-{{variant}}"
 
-
-def _runs_param(wc, backend):
-    return json.dumps([r.argv() for r in find_job(wc, backend).runs])
-
-
-rule count_qemu:
-    input:
-        binary=f"{BUILD}/{{compiler}}/{{build}}/bin/qemu/{{kernel}}-{{variant}}",
-        plugins=expand(f"{BUILD}/plugins/lib{{client}}.so", client=CLIENTS),
-        qemu=stamp("qemu"),
-    output:
-        f"{RESULTS}/raw/qemu/{{compiler}}/{{build}}/{{cpu}}/{{kernel}}-{{variant}}.json",
-    log:
-        f"{RESULTS}/logs/count/qemu/{{compiler}}/{{build}}/{{cpu}}/{{kernel}}-{{variant}}.log",
-    params:
-        runs=lambda wc: _runs_param(wc, "qemu"),
-        args=SWEEP_ARGS,
-    shell:
-        "{PY} -m analysis.count {params.args} --backend qemu --compiler {wildcards.compiler:q} "
-        "--build {wildcards.build:q} --cpu {wildcards.cpu:q} --kernel {wildcards.kernel:q} "
-        "--variant {wildcards.variant:q} --out {output:q} 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"
-
-
-rule count_armie:
-    input:
-        binary=f"{BUILD}/{{compiler}}/{{build}}/bin/armie/{{kernel}}-{{variant}}",
-        armie=stamp("armie"),
-    output:
-        f"{RESULTS}/raw/armie/{{compiler}}/{{build}}/{{cpu}}/{{kernel}}-{{variant}}.json",
-    log:
-        f"{RESULTS}/logs/count/armie/{{compiler}}/{{build}}/{{cpu}}/{{kernel}}-{{variant}}.log",
-    params:
-        runs=lambda wc: _runs_param(wc, "armie"),
-        args=SWEEP_ARGS,
-    shell:
-        "{PY} -m analysis.count {params.args} --backend armie --compiler {wildcards.compiler:q} "
-        "--build {wildcards.build:q} --cpu {wildcards.cpu:q} --kernel {wildcards.kernel:q} "
-        "--variant {wildcards.variant:q} --out {output:q} 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"
+    rule:
+        name:
+            f"{_backend.STAGE}_{_backend.NAME}"
+        input:
+            binary=f"{BUILD}/{{compiler}}/{{build}}/bin/{_backend.NAME}/{{kernel}}-{{variant}}",
+            plan=f"{RESULTS}/plans/{_where}.json",
+            tools=_backend.inputs(SWEEP.build_dir),
+        output:
+            f"{RESULTS}/raw/{_where}.json",
+        log:
+            f"{RESULTS}/logs/{_backend.STAGE}/{_where}.log",
+        # A measurement takes every core the workflow has, so nothing else runs beside it.
+        threads: workflow.cores if _backend.EXCLUSIVE else 1
+        shell:
+            logged("{PY} -m analysis.count --plan {input.plan:q} --out {output:q}")

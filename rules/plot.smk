@@ -5,7 +5,7 @@ from analysis import explain as E
 
 from analysis import plot as P
 
-_FIGS = P.figures(SWEEP, has_gem5=GEM5 is not None)
+_FIGS = P.figures(SWEEP, has_gem5="gem5" in RUNNING)
 FIGURES = [f"{RESULTS}/figures/{f['name']}.png" for f in _FIGS] + [
     f"{RESULTS}/figures/{f['name']}_ratio.png" for f in _FIGS if "baseline" in f
 ]
@@ -28,5 +28,5 @@ rule plot:
     params:
         args=SWEEP_ARGS,
     shell:
-        "{PY} -m analysis.plot {params.args} --counts {input.counts:q} --provenance {input.provenance:q} "
-        "--summary {output.summary:q} 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"
+        logged("{PY} -m analysis.plot {params.args} --counts {input.counts:q} --provenance {input.provenance:q} "
+               "--summary {output.summary:q}")

@@ -82,7 +82,7 @@ def test_verdict_is_range_overlap(a, b, want) -> None:
 
 def _perf_sweep() -> config.Sweep:
     sweep = config.load(FIXTURE)
-    sweep.raw = {**sweep.raw, "perf": {"events": ["task-clock"], "sizes": {"zero": [4096]}}}
+    sweep.perf = config.perf_section({"events": ["task-clock"], "sizes": {"zero": [4096]}})
     return sweep
 
 

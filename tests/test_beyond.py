@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from analysis import build, config
+from analysis.backends import perf
 from conftest import run_cell, run_cell_once, run_plain, snakemake
 from test_counts import CLOSED_FORM_SIZES, iterations, loop_body
 
@@ -123,9 +124,9 @@ def test_host_only_rows_are_never_counted(all_sweep) -> None:
     host_only = {r.name for r in sweep.table.rows if r.host_isa}
     assert len(host_only) == 5
     assert not host_only & {j.binary.name for j in sweep.jobs()}
-    perf_names = {j.binary.name for j in sweep.perf_jobs(sve=True, host=True) if j.binary.build == "host"}
+    perf_names = {j.binary.name for j in perf.perf_jobs(sweep, sve=True, host=True) if j.binary.build == "host"}
     assert (host_only <= perf_names) == (platform.machine() == "x86_64")
-    assert not host_only & {j.binary.name for j in sweep.perf_jobs(sve=True, host=True) if j.binary.build == "vla"}
+    assert not host_only & {j.binary.name for j in perf.perf_jobs(sweep, sve=True, host=True) if j.binary.build == "vla"}
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 host rows")

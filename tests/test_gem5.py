@@ -84,7 +84,7 @@ def test_without_gem5_the_cycle_sweep_is_skipped_in_one_line(tmp_path: Path) -> 
 def test_gem5_roi_instructions_match_qemu(binaries, plugin_dir, tmp_path: Path) -> None:
     """A real gem5 run (small size: this checks agreement, not the paper's cache regime)."""
     run = Run(512, 65536, "-", "uint8", ())
-    systems = gem5.load_systems()
+    systems = config.load_gem5_systems()
     rec = gem5.run_once(Path(GEM5), binaries("copy", "acle_4v", "vla", "gem5"), "paper", systems["paper"], run,
                         tmp_path / "out")
     qemu_roi = run_cell(binaries("copy", "acle_4v"), plugin_dir, 512, 65536)["inscount"]["roi"]["total"]

@@ -4,6 +4,7 @@ which every sweep finds gem5 (GEM5, gem5.binary, the built cache). Every case ru
 its own HARNESS_CACHE; build tools are stubs, so none of this builds gem5."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import subprocess
@@ -114,7 +115,7 @@ def test_sweeps_find_gem5_in_order_env_config_cache(env: dict[str, str], tmp_pat
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("HARNESS_CACHE", env["HARNESS_CACHE"])
     sweep = config.load(REPO / "configs" / "default.yaml")
-    assert sweep.raw["gem5"]["binary"] is None
+    assert sweep.gem5 is not None and sweep.gem5.binary is None
     cached = Path(run(env, "--path").stdout.strip())
     assert gem5.cached_gem5() == cached
     assert gem5.find_gem5(sweep) is None
@@ -123,7 +124,7 @@ def test_sweeps_find_gem5_in_order_env_config_cache(env: dict[str, str], tmp_pat
     _exe(cached, "#!/bin/sh\n")
     assert gem5.find_gem5(sweep) == cached
     configured = _exe(tmp_path / "configured" / "gem5.fast", "#!/bin/sh\n")
-    sweep.raw["gem5"]["binary"] = str(configured)
+    sweep.gem5 = dataclasses.replace(sweep.gem5, binary=str(configured))
     assert gem5.find_gem5(sweep) == configured
     from_env = _exe(tmp_path / "env" / "gem5.fast", "#!/bin/sh\n")
     monkeypatch.setenv("GEM5", str(from_env))

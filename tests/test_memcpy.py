@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from analysis import build, config, explain
+from analysis.backends import perf
 from conftest import PY, REPO, run_cell, run_plain
 
 ALL_VLS = list(range(128, 2049, 128))
@@ -58,7 +59,7 @@ def test_bad_memcpy_field_is_one_line(tmp_path: Path, fields: dict, needle: str)
 def test_perf_builds_leave_out_variant_rows() -> None:
     """Native builds link libc.so, which keeps glibc's variants local: no perf job for them."""
     sweep = config.load(REPO / "configs" / "default.yaml")
-    names = {j.binary.name for j in sweep.perf_jobs(sve=True, host=True)}
+    names = {j.binary.name for j in perf.perf_jobs(sweep, sve=True, host=True)}
     assert "pack-blocks_call" in names
     assert not names & {"pack-blocks_generic", "unpack-blocks_generic", "copy-memcpy_a64fx"}
 

@@ -16,7 +16,7 @@ import pytest
 
 from analysis import build, cli, config, mpi, toolchain
 from analysis.backends import qemu
-from conftest import REPO, run_cell, snakemake
+from conftest import REPO, snakemake
 from disasm import OBJDUMP, run
 
 MPI_SWEEP = REPO / "configs" / "mpi.yaml"

@@ -332,7 +332,7 @@ def test_slurm_profile_gives_measurements_a_whole_node(tmp_path: Path) -> None:
 def test_a64fx_config_is_the_default_perf_part_only(tmp_path: Path) -> None:
     default, a64fx = config.load(REPO / "configs" / "default.yaml"), config.load(REPO / "configs" / "a64fx.yaml")
     assert a64fx.jobs() == [] and a64fx.backends == [] and not a64fx.raw["gem5"]
-    assert a64fx.raw["perf"] == default.raw["perf"] and a64fx.perf_jobs(True, True) == default.perf_jobs(True, True)
+    assert a64fx.perf == default.perf and P.perf_jobs(a64fx, True, True) == P.perf_jobs(default, True, True)
     chained = tmp_path / "c.yaml"
     chained.write_text(f"extends: {REPO / 'configs' / 'a64fx.yaml'}\n")
     with pytest.raises(config.ConfigError, match="extends .*a64fx.yaml, which extends another file"):

@@ -20,6 +20,7 @@ from typing import Callable
 import pytest
 
 from analysis import backends, collect, config, regress
+from analysis.backends import gem5
 from conftest import PY, REPO
 
 # Names that exist only with the fix are looked up where they are used, so that every test
@@ -324,15 +325,15 @@ def test_run_limited_kills_the_whole_process_group_and_names_the_cell(tmp_path: 
 
 def test_time_limit_default_grows_with_size_and_is_overridden_per_kernel(tmp_path: Path) -> None:
     sweep = config.load(REPO / "configs" / "tiny.yaml")
-    assert sweep.time_limit("copy", "c_vec", "qemu", 0) == 120
-    assert sweep.time_limit("copy", "c_vec", "qemu", 1 << 20) == 180
-    assert sweep.time_limit("copy", "c_vec", "gem5", 1 << 20) == 3600
+    assert sweep.time_limit("copy", "c_vec", 0) == 120
+    assert sweep.time_limit("copy", "c_vec", 1 << 20) == 180
+    assert sweep.time_limit("copy", "c_vec", 1 << 20, gem5.time_factor(sweep)) == 3600
     text = (REPO / "configs" / "tiny.yaml").read_text().replace("variants: [c_vec, acle_4v]", "variants: [c_vec, acle_4v]\n    time_limit: 7")
     text += "time_limit: {base_seconds: 10, seconds_per_mib: 1}\n"
     (tmp_path / "t.yaml").write_text(text.replace("kernel_table: configs/kernels.yaml", f"kernel_table: {REPO / 'configs/kernels.yaml'}"))
     sweep = config.load(tmp_path / "t.yaml")
-    assert sweep.time_limit("copy", "c_vec", "qemu", 1 << 30) == 7
-    assert sweep.time_limit("pack", "acle", "qemu", 1 << 20) == 11
+    assert sweep.time_limit("copy", "c_vec", 1 << 30) == 7
+    assert sweep.time_limit("pack", "acle", 1 << 20) == 11
 
 
 def test_stale_staging_directories_are_removed_and_live_ones_kept() -> None:

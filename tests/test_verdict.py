@@ -150,7 +150,7 @@ def test_gem5_plan_has_the_paper_era_lines_for_gcc_only() -> None:
     from analysis.backends import gem5
 
     sweep = config.load(DEFAULT)
-    jobs = sweep.gem5_jobs(gem5.load_systems())
+    jobs = gem5.jobs(sweep, None)
     assert {j.binary.compiler for j in jobs} == {"gcc"}
     names = {j.binary.name for j in jobs}
     assert {"pack-blocks_generic", "unpack-blocks_generic", "copy-memcpy_a64fx", "pack-blocks_call"} <= names

@@ -1,5 +1,7 @@
-"""Count backends: each provides `run_once(binary, cpu_model, run) -> record`; `count_job`
-runs every cell of a job through one and writes the job's raw JSON atomically."""
+"""What every backend shares: the protocol a backend implements (`Backend`), the plan the
+workflow hands each job (`Plan`), and the run machinery (staging, time limits, the job loop,
+the atomic raw file). The backends themselves are listed in `analysis.backends.registry`.
+"""
 from __future__ import annotations
 
 import ctypes
@@ -12,14 +14,89 @@ import subprocess
 import sys
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, TextIO
+from typing import Any, Callable, Iterator, Protocol, TextIO
 
-from analysis.config import Job, Run
+from analysis.config import Job, Run, Sweep
 
 
 class RunError(Exception):
     """A kernel run failed or produced no usable ROI: one line naming the cell."""
+
+
+@dataclass
+class Ready:
+    """What a backend's preflight found on this machine."""
+    versions: dict[str, str]  # tool -> version line: the stamps, and the provenance of every raw file
+    notes: list[str] = field(default_factory=list)  # one line for each part this machine skips
+    found: dict[str, Any] = field(default_factory=dict)  # what its plans need (gem5's path, what perf can count)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One job as the workflow planned it, written to a JSON file the job reads: the job runs
+    it as it is, without loading the sweep again."""
+    backend: str
+    binary: str
+    cpu_model: str
+    runs: tuple[Run, ...]
+    time_limits: tuple[float, ...]  # seconds, one per run
+    env: dict[str, str]  # the guest's environment (the MPI rows')
+    meta: dict[str, Any]  # what the raw file records of the job: row, build commands, versions
+    settings: dict[str, Any]  # what only this backend reads (plugin directory, gem5 system, perf events)
+
+    def to_json(self) -> str:
+        runs = [{"vl": r.vl, "size": r.size, "op": r.op, "dtype": r.dtype, "params": [list(p) for p in r.params],
+                 "sve": r.sve} for r in self.runs]
+        return json.dumps({"backend": self.backend, "binary": self.binary, "cpu_model": self.cpu_model, "runs": runs,
+                           "time_limits": list(self.time_limits), "env": self.env, "meta": self.meta,
+                           "settings": self.settings}, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        d = json.loads(text)
+        runs = tuple(Run(r["vl"], r["size"], r["op"], r["dtype"], tuple((k, v) for k, v in r["params"]), r["sve"])
+                     for r in d["runs"])
+        return cls(d["backend"], d["binary"], d["cpu_model"], runs, tuple(d["time_limits"]), d["env"], d["meta"],
+                   d["settings"])
+
+
+class Backend(Protocol):
+    """One way to measure a kernel binary. A backend is one module of analysis/backends/ with
+    these names, listed once in analysis.backends.registry.REGISTRY; the workflow and the
+    analysis ask it, never test its name."""
+
+    NAME: str  # the `backend` column of the tables, the folder of its binaries and raw files
+    STAGE: str  # the workflow stage its jobs belong to (count, simulate, measure): their log folder
+    MARKER: str  # kernels/roi/ source of the ROI marker object its binaries link (.S: one per
+    #              compiler; .c: one per build)
+    EXCLUSIVE: bool  # a job takes every core (timing measurements)
+    TABLE: str  # the table its rows go to: counts.csv, or perf.csv (statistics over processes)
+
+    def preflight(self, sweep: Sweep) -> Ready | None:
+        """None when the sweep does not use this backend; raises ToolchainError naming the fix
+        when a tool it needs is missing; a part it skips on this machine is a note."""
+
+    def jobs(self, sweep: Sweep, ready: Ready | None) -> list[Job]:
+        """The sweep's jobs for this backend (Sweep.expand), as far as this machine runs them
+        (`ready`); ready=None: every job the sweep declares, whatever this machine has."""
+
+    def time_factor(self, sweep: Sweep) -> float:
+        """How much slower than QEMU a run is (scales the derived time limits)."""
+
+    def settings(self, sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
+        """What one job needs besides its runs (JSON-serialisable, written into its plan)."""
+
+    def inputs(self, build_dir: Path) -> list[str]:
+        """Files a job reads besides its binary and plan (the rule's inputs)."""
+
+    def run_job(self, plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Run every cell of the plan: what the raw file adds to the plan's meta, and one record
+        per run; raises RunError naming the cell."""
+
+    def metrics(self, meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
+        """A raw record as (metric, integer value) pairs for the tidy table."""
 
 
 # QEMU puts the program's absolute path on the guest stack, and glibc's start-up runs a few
@@ -138,17 +215,53 @@ def check_vl_seen(binary: Path, cpu_model: str, run: Run, seen: int) -> None:
         raise RunError(f"{cell_name(binary, cpu_model, run)}: ran at VL {seen} bits, not the {asked} asked for")
 
 
-def count_job(job: Job, run_once: Callable[[Run], dict[str, Any]], binary: Path, out: Path,
-              meta: dict[str, Any], log: TextIO = sys.stderr) -> None:
+def count_job(plan: Plan, run_once: Callable[[Run, float], dict[str, Any]], log: TextIO = sys.stderr) -> list[dict[str, Any]]:
+    """Every run of a plan, one record each (`run_once(run, time_limit)`), each checked for the
+    VL it ran at; a line per run to the log."""
+    binary = Path(plan.binary)
     records = []
-    for i, run in enumerate(job.runs, 1):
-        rec = run_once(run)
-        check_vl_seen(binary, job.cpu_model, run, rec["vl_seen"])
+    for i, (run, limit) in enumerate(zip(plan.runs, plan.time_limits), 1):
+        rec = run_once(run, limit)
+        check_vl_seen(binary, plan.cpu_model, run, rec["vl_seen"])
         records.append(rec)
         what = (f"roi={rec['inscount']['roi']['total']}" if "inscount" in rec
                 else f"cycles={rec['gem5']['cycles']:.0f} insts={rec['gem5']['insts']:.0f}")
-        print(f"[{i}/{len(job.runs)}] {cell_name(binary, job.cpu_model, run)} {what} {rec['seconds']}s", file=log, flush=True)
-    write_raw(out, meta, records)
+        print(f"[{i}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, run)} {what} {rec['seconds']}s", file=log, flush=True)
+    return records
+
+
+def _counts(scope: str, part: dict[str, Any]) -> Iterator[tuple[str, int]]:
+    yield f"{scope}.total", part["total"]
+    if part.get("sve") is not None:
+        yield f"{scope}.sve", part["sve"]
+    for cls, n in (part.get("classes") or {}).items():
+        yield f"{scope}.class.{cls}", n
+
+
+def client_metrics(run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
+    """The metrics of a record in the counting clients' shape (inscount, opcodes, memory;
+    docs/contracts.md 2), whichever backend ran them."""
+    ins = run["inscount"]
+    yield from _counts("whole", ins["whole"])
+    yield from _counts("roi", ins["roi"])
+    for f in ins.get("roi_functions") or []:
+        yield f"roi.func.{f['symbol']}", f["total"]
+    if "opcodes" in run and run["opcodes"].get("roi") is not None:
+        by_mnemonic: dict[str, int] = {}
+        for e in run["opcodes"]["roi"]:
+            m = mnemonics[int(e["encoding"], 16)]
+            by_mnemonic[m] = by_mnemonic.get(m, 0) + e["count"]
+        for m, n in sorted(by_mnemonic.items()):
+            yield f"roi.op.{m}", n
+    if "memory" in run and run["memory"].get("roi") is not None:
+        mem = run["memory"]["roi"]
+        for cls, v in mem["classes"].items():
+            yield f"roi.mem.{cls}.insns", v["insns"]
+            # QEMU 7.2 never shows SVE accesses to plugins: those bytes come from the
+            # encoding at the run's VL (all lanes active), and the metric name says so.
+            yield f"roi.mem.{cls}.{'bytes_derived' if cls.startswith('sve_') else 'bytes'}", v["bytes"]
+        for k, n in (mem.get("qemu_observed") or {}).items():
+            yield f"roi.mem.qemu_observed.{k}", n
 
 
 def content_sha256(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:

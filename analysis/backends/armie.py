@@ -24,25 +24,61 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, TextIO
 
-from analysis.backends import RunError, cell_name, parse_ok_line, run_limited, staged
-from analysis.config import Run
+from analysis.backends import Plan, Ready, RunError, cell_name, client_metrics, count_job, parse_ok_line, run_limited, staged
+from analysis.config import VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep
+from analysis.toolchain import ToolchainError, first_line
 
-__all__ = [
-    "build_command",
-    "armie_available",
-    "parse_inscount",
-    "parse_opcodes",
-    "parse_opcodes_stdout",
-    "run_once",
-]
+NAME = "armie"
+STAGE = "count"
+MARKER = "roi_armie.S"
+EXCLUSIVE = False
+TABLE = "counts.csv"  # where its rows go (analysis.collect)
 
 INSCOUNT_CLIENT = "libinscount_emulated.so"
 OPCODES_CLIENT = "libopcodes_emulated.so"
 
-#: SVE vector lengths the architecture allows (ArmIE's accepted set is not documented exactly).
-VALID_VL_BITS = tuple(range(128, 2048 + 1, 128))
+
+# --- the backend protocol (analysis.backends.Backend) ---------------------------------------
+
+def preflight(sweep: Sweep) -> Ready | None:
+    if NAME not in sweep.backends:
+        return None
+    if armie_available() is None:
+        raise ToolchainError(
+            "backend armie needs an AArch64 host with armie on PATH (module load armie); remove it from backends here")
+    return Ready({"armie": first_line(["armie", "--version"])})
+
+
+def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
+    if NAME not in sweep.backends:
+        return []
+    return sweep.expand(NAME, sweep.compilers, sweep.build_vls(), dict(sweep.cpu_models), sweep.run_sizes)
+
+
+def time_factor(sweep: Sweep) -> float:
+    return 1.0
+
+
+def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
+    return {}
+
+
+def inputs(build_dir: Path) -> list[str]:
+    return []
+
+
+def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    binary = Path(plan.binary)
+    return {}, count_job(plan, lambda run, limit: run_once(binary, plan.cpu_model, run, limit), log)
+
+
+def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
+    return client_metrics(run, mnemonics)
+
+
+# --- ArmIE's command line and outputs ----------------------------------------------------------
 
 # `<N> instructions executed of which <M> were emulated instructions` (printed with %llu).
 _INSCOUNT_RE = re.compile(
@@ -75,9 +111,9 @@ def build_command(armie: str, vl_bits: int, client_lib: str, binary: str, args: 
     from being read as ArmIE options. Raises ValueError for a VL the SVE architecture does not
     allow, because ArmIE would otherwise fail only on the remote AArch64 machine.
     """
-    if isinstance(vl_bits, bool) or not isinstance(vl_bits, int) or vl_bits not in VALID_VL_BITS:
+    if isinstance(vl_bits, bool) or not isinstance(vl_bits, int) or vl_bits not in VALID_VLS:
         raise ValueError(
-            f"vl_bits={vl_bits!r} is not an SVE vector length: use a multiple of 128 from 128 to 2048"
+            f"vl_bits={vl_bits!r} is not an SVE vector length: use a multiple of {VL_STEP} from {VL_MIN} to {VL_MAX}"
         )
     if not client_lib:
         raise ValueError("client_lib is empty: name an ArmIE client such as libinscount_emulated.so")

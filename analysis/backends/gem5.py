@@ -18,16 +18,19 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, Iterator, TextIO
 
 from analysis import config
-from analysis.backends import RunError, cell_name, parse_ok_line, run_limited, staged
-from analysis.config import REPO, Run
+from analysis.backends import Plan, Ready, RunError, cell_name, count_job, parse_ok_line, run_limited, staged
+from analysis.config import REPO, Job, Run, Sweep, cross_build
+
+NAME = "gem5"
+STAGE = "simulate"
+MARKER = "roi_gem5.S"
+EXCLUSIVE = False
+TABLE = "counts.csv"  # where its rows go (analysis.collect)
 
 SCRIPT = REPO / "gem5_scripts" / "se_sve.py"
-SYSTEMS = REPO / "configs" / "gem5_systems.yaml"
 # Statistics of the ROI block: name in stats.txt (system built by se_sve.py) -> metric.
 STATS = {
     "system.switch_cpu.numCycles": "cycles",
@@ -61,11 +64,67 @@ def cached_gem5() -> Path:
     return Path(out.stdout.strip())
 
 
-def _given(sweep: config.Sweep) -> str | None:
-    return os.environ.get("GEM5") or (sweep.raw.get("gem5") or {}).get("binary")
+# --- the backend protocol (analysis.backends.Backend) ---------------------------------------
+
+def preflight(sweep: Sweep) -> Ready | None:
+    """The cycle sweep runs only where gem5 is found; elsewhere a note says how to enable it."""
+    if sweep.gem5 is None:
+        return None
+    gem5 = find_gem5(sweep)
+    if gem5 is None:
+        return Ready({}, notes=[skipped_message(sweep)])
+    return Ready({"gem5": gem5_version(gem5)}, found={"gem5": str(gem5)})
 
 
-def find_gem5(sweep: config.Sweep) -> Path | None:
+def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
+    """The VLA build at each system's VLs, the measured sizes only (the ROI is reset and dumped
+    by the markers: no baseline run to subtract)."""
+    g = sweep.gem5
+    if g is None or (ready is not None and "gem5" not in ready.found):
+        return []
+    cpus: dict[str, tuple[int, ...] | None] = {name: tuple(d["vector_lengths"]) for name, d in g.systems.items()}
+    return sweep.expand(NAME, g.compilers, [("vla", g.vector_lengths)], cpus, lambda family: sweep.sizes[family],
+                        cross_build)
+
+
+def time_factor(sweep: Sweep) -> float:
+    return sweep.time_limits.gem5_factor
+
+
+def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
+    assert sweep.gem5 is not None
+    return {"gem5": ready.found["gem5"], "system": sweep.gem5.systems[job.cpu_model],
+            "runs_dir": str(sweep.results_dir / "gem5" / job.cpu_model / job.binary.name)}
+
+
+def inputs(build_dir: Path) -> list[str]:
+    return [str(SCRIPT.relative_to(REPO)), str(config.GEM5_SYSTEMS.relative_to(REPO))]
+
+
+def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    s = plan.settings
+    binary, runs_dir = Path(plan.binary), Path(s["runs_dir"])
+
+    def one(run: Run, limit: float) -> dict[str, Any]:
+        tag = f"vl{run.vl}-{run.size}" + ("" if run.op == config.NO_OP else f"-{run.op}-{run.dtype}")
+        return run_once(Path(s["gem5"]), binary, plan.cpu_model, s["system"], run, runs_dir / tag, limit)
+
+    return {"system": s["system"]}, count_job(plan, one, log)
+
+
+def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
+    # The table holds integers: IPC in thousandths.
+    for metric, value in run["gem5"].items():
+        yield (f"gem5.{metric}", round(value)) if metric != "ipc" else ("gem5.ipc_milli", round(1000 * value))
+
+
+# --- finding gem5 -------------------------------------------------------------------------------
+
+def _given(sweep: Sweep) -> str | None:
+    return os.environ.get("GEM5") or (sweep.gem5.binary if sweep.gem5 else None)
+
+
+def find_gem5(sweep: Sweep) -> Path | None:
     """The gem5 binary to use (GEM5, then gem5.binary, then the built cache), or None when
     there is none (the cycle sweep is then skipped). A named binary that is missing is not
     replaced by the cached one: the user asked for that one."""
@@ -76,7 +135,7 @@ def find_gem5(sweep: config.Sweep) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def skipped_message(sweep: config.Sweep) -> str:
+def skipped_message(sweep: Sweep) -> str:
     given = _given(sweep)
     if given == OFF:
         return "gem5: cycle sweep skipped (GEM5=none)"
@@ -90,12 +149,6 @@ def gem5_version(gem5: Path) -> str:
         out = subprocess.run([str(gem5), "-d", tmp, "/dev/null"], capture_output=True, text=True, cwd=tmp)
     m = re.search(r"gem5 version (\S+)", out.stdout + out.stderr)
     return f"gem5 {m.group(1)}" if m else "gem5 (version unknown)"
-
-
-def load_systems(path: Path = SYSTEMS) -> dict[str, dict[str, Any]]:
-    doc = yaml.safe_load(path.read_text())
-    config.validate_doc(doc, "gem5_systems.schema.yaml", path)
-    return doc["systems"]
 
 
 def parse_stats(text: str, where: str) -> dict[str, float]:
@@ -131,7 +184,7 @@ def _read_first(outdir: Path, name: str) -> str:
 
 def command(gem5: Path, outdir: Path, system_json: Path, run: Run, exe: Path) -> list[str]:
     return [str(gem5), "-r", "-e", "-d", str(outdir), str(SCRIPT), "--system", str(system_json),
-            "--vl", str(run.vl), "--", f"./{exe.name}", *run.argv()]
+            "--vl", str(run.vl), "--vl-rule", config.vl_rule_arg(), "--", f"./{exe.name}", *run.argv()]
 
 
 def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: Run, outdir: Path,
@@ -161,32 +214,3 @@ def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: R
         "gem5": {metric: stats[name] for name, metric in STATS.items()},
         "host": {name: stats[name] for name in HOST_STATS},
     }
-
-
-KEEP = re.compile(r"^(sim\w+|host\w+|finalTick|system\.switch_cpu\.(numCycles|ipc|cpi|commitStats0\.\S+)"
-                  r"|system\.cpu\.dcache\.overall\S+|system\.l2\.overall\S+)\s")
-
-
-def make_fixture(outdir: Path, dest: Path) -> None:
-    """Keep a real run as a parser test fixture: the ROI block of its stats.txt trimmed to the
-    statistics the harness reads and their neighbours, with where it came from."""
-    import hashlib
-
-    text = (outdir / "stats.txt").read_text()
-    begin = text.index("---------- Begin Simulation Statistics ----------")
-    end = text.index("---------- End Simulation Statistics   ----------") + len("---------- End Simulation Statistics   ----------")
-    block = text[begin:end].splitlines()
-    kept = [block[0]] + [ln for ln in block[1:-1] if KEEP.match(ln)] + [block[-1]]
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "stats.txt").write_text("\n".join(kept) + "\n")
-    simout = _read_first(outdir, "simout")
-    version = re.search(r"gem5 version (\S+)", simout)
-    command_line = re.search(r"^command line: (.*)$", simout, re.M)
-    values = parse_stats((dest / "stats.txt").read_text(), str(dest))
-    (dest / "provenance.json").write_text(json.dumps({
-        "gem5_version": f"gem5 {version.group(1)}" if version else "unknown",
-        "config_json_sha256": hashlib.sha256((outdir / "config.json").read_bytes()).hexdigest(),
-        "command": command_line.group(1) if command_line else "",
-        "note": "trimmed: the ROI block (first block) of a real stats.txt, only the lines the harness reads and their group",
-        "expected": {metric: values[name] for name, metric in STATS.items()},
-    }, indent=2) + "\n")

@@ -17,15 +17,19 @@ import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Iterator, TextIO
 
-from analysis import build, toolchain
-from analysis.backends import RunError, cell_name, check_vl_seen, parse_ok_line, staged, write_raw
-from analysis.config import Job, Run, Sweep, layout_of
+from analysis.backends import Plan, Ready, RunError, cell_name, check_vl_seen, parse_ok_line, staged
+from analysis.config import Job, KernelRow, Run, Sweep
+
+NAME = "perf"
+STAGE = "measure"
+MARKER = "roi_perf.c"  # perf control, timing and repetitions, built per native build
+EXCLUSIVE = True  # a measurement takes every core, so nothing else runs beside it
+TABLE = "perf.csv"  # where its rows go (analysis.perftable: statistics over processes)
 
 SEP = ";"  # perf does not quote fields; event names may contain commas
 OK, UNSUPPORTED, NOT_COUNTED, UNKNOWN = "ok", "unsupported", "not_counted", "unknown_event"
@@ -70,21 +74,21 @@ def host_cpu() -> str:
 
 def detect(sweep: Sweep) -> PerfStatus | None:
     """None when the sweep has no perf section."""
-    p = sweep.raw.get("perf")
-    if not p:
+    p = sweep.perf
+    if p is None:
         return None
-    perf = shutil.which(p.get("perf", "perf"))
+    perf = shutil.which(p.perf)
     if perf is None:
         return PerfStatus(None, None, False, False, [
-            f"perf: skipped: '{p.get('perf', 'perf')}' not found (Debian: apt-get install linux-perf; Ubuntu: linux-tools-generic)"])
+            f"perf: skipped: '{p.perf}' not found (Debian: apt-get install linux-perf; Ubuntu: linux-tools-generic)"])
     version = subprocess.run([perf, "--version"], capture_output=True, text=True).stdout.strip()
     probe = subprocess.run([perf, "stat", "-x", SEP, "-e", "task-clock", "--", "true"],
                            capture_output=True, text=True, env=_env({}))
     if probe.returncode != 0 or "task-clock" not in probe.stderr:
         why = (probe.stderr.strip().splitlines() or ["no output"])[-1]
         return PerfStatus(perf, version, False, False, [f"perf: skipped: perf cannot count here ({why}); fix: {HOST_FIX}"])
-    status = PerfStatus(perf, version, False, bool(p.get("host_baselines", True)))
-    if p.get("sve", "auto") == "off":
+    status = PerfStatus(perf, version, False, p.host_baselines)
+    if p.sve == "off":
         status.messages.append("perf: SVE runs off (perf/sve: off in the sweep)")
     elif host_has_sve():
         status.sve = True
@@ -96,7 +100,7 @@ def detect(sweep: Sweep) -> PerfStatus | None:
 
 
 @dataclass
-class Plan:
+class PerfPlan:
     """What a sweep's perf section measures on this machine."""
     status: PerfStatus
     jobs: list[Job]
@@ -107,13 +111,84 @@ class Plan:
                 f"(SVE: {'yes' if self.status.sve else 'no'}, host baselines: {'yes' if self.status.host else 'no'})")
 
 
-def plan(sweep: Sweep) -> Plan | None:
+def plan(sweep: Sweep) -> PerfPlan | None:
     """None when the sweep has no perf section."""
     status = detect(sweep)
     if status is None:
         return None
-    jobs = sweep.perf_jobs(status.sve, status.host)
-    return Plan(status, jobs, sum(len(j.runs) for j in jobs) * int(sweep.raw["perf"].get("processes", 30)))
+    jobs = perf_jobs(sweep, status.sve, status.host)
+    assert sweep.perf is not None
+    return PerfPlan(status, jobs, sum(len(j.runs) for j in jobs) * sweep.perf.processes)
+
+
+def perf_jobs(sweep: Sweep, sve: bool, host: bool) -> list[Job]:
+    """Native runs: one Job per (build, kernel row). `sve`: the VLA build at every perf VL
+    (prctl); `host`: the host_native rows built for the host's ISA, VL 0."""
+    p = sweep.perf
+    if p is None:
+        return []
+    builds: list[tuple[str, tuple[int, ...] | None]] = (
+        ([("vla", p.vector_lengths)] if sve else []) + ([("host", (0,))] if host else []))
+    return sweep.expand(NAME, ["native"], builds, {"native": None}, lambda family: p.sizes[family], native_build)
+
+
+def native_build(row: KernelRow, build: str) -> str | None:
+    """The native builds a row takes: the host baseline only for host_native rows, host-only
+    code only on its ISA, and no glibc memcpy variant (libc.so hides them)."""
+    if build == "host" and not row.host_native:
+        return None
+    if row.host_isa and (build != "host" or row.host_isa != platform.machine()):
+        return None
+    if row.memcpy != "libc":
+        return None
+    return build
+
+
+# --- the backend protocol (analysis.backends.Backend) ---------------------------------------
+
+def preflight(sweep: Sweep) -> Ready | None:
+    """What this machine can measure (perf found and allowed to count, SVE, host baselines);
+    a note for each part it cannot."""
+    status = detect(sweep)
+    if status is None:
+        return None
+    versions = {"perf": status.version} if status.version and (status.sve or status.host) else {}
+    return Ready(versions, notes=list(status.messages),
+                 found={"perf": status.perf, "sve": status.sve, "host": status.host})
+
+
+def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
+    if ready is None:
+        return perf_jobs(sweep, sve=True, host=True)
+    return perf_jobs(sweep, bool(ready.found.get("sve")), bool(ready.found.get("host")))
+
+
+def time_factor(sweep: Sweep) -> float:
+    return 1.0  # perf runs are not time-limited
+
+
+def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
+    p = sweep.perf
+    assert p is not None
+    row = sweep.table.row(job.binary.kernel, job.binary.variant)
+    return {"perf": ready.found["perf"], "events": list(p.events), "calls": p.calls, "warmup": p.warmup,
+            "flush_bytes": int(p.flush.get(row.family, 0)), "core": p.core, "processes": p.processes,
+            "traffic": sweep.table.families[row.family].traffic}
+
+
+def inputs(build_dir: Path) -> list[str]:
+    return []
+
+
+def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
+    """Per call, the mean over processes of each counted event, and the time in ns (perf.csv,
+    analysis.perftable, has their spread)."""
+    procs = run["processes"]
+    for event, probed in meta["events"].items():
+        values = [c["value"] for p in procs for c in p["counters"] if c["event"] == event and c["status"] == OK]
+        if probed == OK and len(values) == len(procs):
+            yield f"perf.{event}", round(statistics.fmean(values) / meta["calls"])
+    yield "perf.time_per_call_ns", round(statistics.fmean(t for p in procs for t in p["times_ns"]))
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
@@ -179,12 +254,6 @@ class Settings:
     core: int
 
 
-def settings_for(sweep: Sweep, family: str, perf: str, accepted: list[str]) -> Settings:
-    p = sweep.raw["perf"]
-    return Settings(perf, tuple(accepted), int(p.get("calls", 10)), int(p.get("warmup", 2)),
-                    int(p.get("flush", {}).get(family, 0)), int(p.get("core", 0)))
-
-
 def parse_times(text: str, cell: str, calls: int) -> list[int]:
     lines = text.split("\n")
     head = dict(ln.split() for ln in lines[:3] if len(ln.split()) == 2)
@@ -237,42 +306,29 @@ def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:
 
 # --- the job: every cell of one native binary, `processes` processes each ---------------------
 
-def measure_job(sweep: Sweep, job: Job, binary: Path, out: Path, log: TextIO = sys.stderr) -> None:
-    """Probe the events, run every cell's processes, write the job's raw JSON (per process:
-    counters, per-call times) or raise naming the cell."""
-    status = detect(sweep)
-    if status is None or status.perf is None or not (status.sve if job.binary.build == "vla" else status.host):
-        reason = "; ".join(status.messages) if status else "the sweep has no perf section"
-        raise toolchain.ToolchainError(f"cannot measure {job.binary.name} ({job.binary.build}) here: {reason}")
-    p = sweep.raw["perf"]
-    row = sweep.table.row(job.binary.kernel, job.binary.variant)
-    probe = probe_events(status.perf, list(p["events"]))
+def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Probe the events, run every cell's processes; per process: counters, per-call times."""
+    p = plan.settings
+    binary = Path(plan.binary)
+    probe = probe_events(p["perf"], list(p["events"]))
     accepted = [ev for ev, st in probe.items() if st != UNKNOWN]
     if not accepted:
         raise RunError(f"perf accepts none of the events {list(p['events'])} here")
-    s = settings_for(sweep, row.family, status.perf, accepted)
-    processes = int(p.get("processes", 30))
+    s = Settings(p["perf"], tuple(accepted), p["calls"], p["warmup"], p["flush_bytes"], p["core"])
+    processes = p["processes"]
     records = []
-    for i, run in enumerate(job.runs, 1):
+    for i, run in enumerate(plan.runs, 1):
         procs = []
         for _ in range(processes):
             rec = run_process(binary, run, s)
             check_vl_seen(binary, "native", run, rec["vl_seen"])
             procs.append(rec)
         mean_ns = statistics.mean(t for r in procs for t in r["times_ns"])
-        print(f"[{i}/{len(job.runs)}] {cell_name(binary, 'native', run)}: {processes} processes x {s.calls} calls, "
+        print(f"[{i}/{len(plan.runs)}] {cell_name(binary, 'native', run)}: {processes} processes x {s.calls} calls, "
               f"{mean_ns / 1000:.1f} us/call", file=log, flush=True)
         records.append({"vl": run.vl, "size": run.size, "op": run.op, "dtype": run.dtype, "argv": run.argv(),
                         "checksum": procs[0]["checksum"], "command": procs[0]["command"],
                         "processes": [{k: r[k] for k in ("counters", "times_ns", "seconds")} for r in procs]})
-    meta: dict[str, Any] = {
-        "kernel": row.kernel, "variant": row.variant, "family": row.family, "role": row.role, "label": row.label,
-        "layout": layout_of(sweep.table, row), "compiler": "native", "build": job.binary.build,
-        "backend": "perf", "cpu_model": "native", "cpu": host_cpu(), "traffic": sweep.table.families[row.family].traffic,
-        "binary": str(binary), "binary_sha256": toolchain.sha256(binary),
-        "build_commands": build.binary_commands(sweep, "native", job.binary.build, "perf", row.kernel, row.variant),
-        "versions": {"perf": status.version, "compiler.native": toolchain.COMPILERS["native"].version()},
-        "events": probe, "calls": s.calls, "warmup": s.warmup, "flush_bytes": s.flush_bytes, "core": s.core,
-        "processes": processes,
-    }
-    write_raw(out, meta, records)
+    extra = {"cpu": host_cpu(), "traffic": p["traffic"], "events": probe, "calls": s.calls, "warmup": s.warmup,
+             "flush_bytes": s.flush_bytes, "core": s.core, "processes": processes}
+    return extra, records

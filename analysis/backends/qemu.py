@@ -9,17 +9,91 @@ paths or TMPDIR.
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, TextIO
 
-from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, RunError, cell_name, parse_ok_line, run_limited,
-                               staged)
-from analysis.config import Run
-from analysis.toolchain import QEMU
+from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, Plan, Ready, RunError, cell_name, client_metrics,
+                               count_job, parse_ok_line, run_limited, staged)
+from analysis.config import Job, Run, Sweep
+from analysis.toolchain import ToolchainError, first_line
 
+NAME = "qemu"
+STAGE = "count"
+MARKER = "roi_qemu.S"
+EXCLUSIVE = False
+TABLE = "counts.csv"  # where its rows go (analysis.collect)
+
+QEMU = "qemu-aarch64"
+SUPPORTED_QEMU = "7.2"  # the plugin API (version 1) and its struct layouts are those of 7.2
 CLIENTS = ("inscount", "opcodes", "memory")
+
+
+def check_qemu() -> str:
+    if shutil.which(QEMU) is None:
+        raise ToolchainError(f"{QEMU} not found: run ./harness setup (Debian package qemu-user)")
+    line = first_line([QEMU, "--version"])
+    m = re.search(r"version (\d+\.\d+)", line)
+    if not m:
+        raise ToolchainError(f"cannot read the version of {QEMU}: {line!r}")
+    if m.group(1) != SUPPORTED_QEMU:
+        raise ToolchainError(
+            f"{QEMU} is version {m.group(1)}; the counting plugins are written for QEMU {SUPPORTED_QEMU} "
+            f"(plugin API 1): install Debian 12's qemu-user"
+        )
+    return line
+
+
+def check_tools() -> dict[str, str]:
+    """QEMU 7.2 and the host gcc that builds the plugins: their version lines."""
+    versions = {"qemu": check_qemu()}
+    if shutil.which("gcc") is None:
+        raise ToolchainError("host gcc not found (it builds the QEMU plugins): run ./harness setup")
+    versions["host_gcc"] = first_line(["gcc", "--version"])
+    return versions
+
+
+# --- the backend protocol (analysis.backends.Backend) ---------------------------------------
+
+def preflight(sweep: Sweep) -> Ready | None:
+    return Ready(check_tools()) if NAME in sweep.backends else None
+
+
+def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
+    if NAME not in sweep.backends:
+        return []
+    return sweep.expand(NAME, sweep.compilers, sweep.build_vls(), dict(sweep.cpu_models), sweep.run_sizes)
+
+
+def time_factor(sweep: Sweep) -> float:
+    return 1.0
+
+
+def plugin_dir(build_dir: Path) -> Path:
+    return build_dir / "plugins"
+
+
+def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
+    return {"plugin_dir": str(plugin_dir(sweep.build_dir))}
+
+
+def inputs(build_dir: Path) -> list[str]:
+    return [str(plugin_dir(build_dir) / f"lib{c}.so") for c in CLIENTS]
+
+
+def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    binary, plugins = Path(plan.binary), Path(plan.settings["plugin_dir"])
+    return {}, count_job(plan, lambda run, limit: run_once(binary, plan.cpu_model, run, plugins, plan.env, limit), log)
+
+
+def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
+    return client_metrics(run, mnemonics)
+
+
+# --- one run ----------------------------------------------------------------------------------
 
 
 def qemu_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, out_dir: Path,

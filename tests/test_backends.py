@@ -1,0 +1,184 @@
+"""The backend protocol, the registry and the plans the workflow hands its jobs (issue 13
+items 1, 2): in-process, no emulator runs."""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis import build, config, count, parse
+from analysis.backends import Plan, gem5, qemu, registry
+from conftest import REPO
+
+PY = sys.executable
+PROTOCOL = ("NAME", "STAGE", "MARKER", "EXCLUSIVE", "TABLE", "preflight", "jobs", "time_factor", "settings", "inputs",
+            "run_job", "metrics")
+BACKEND_NAMES = re.compile(r"""["'](%s)["']""" % "|".join(registry.REGISTRY))
+
+
+def fake_gem5(tmp_path: Path) -> Path:
+    """An executable that only prints gem5's banner: enough to plan a cycle sweep, never to run one."""
+    exe = tmp_path / "gem5.fast"
+    exe.write_text("#!/bin/sh\necho 'gem5 version 24.0.0.1'\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_every_backend_implements_the_protocol_under_its_own_name() -> None:
+    for name, backend in registry.REGISTRY.items():
+        missing = [attr for attr in PROTOCOL if not hasattr(backend, attr)]
+        assert not missing, f"backend {name} lacks {missing}"
+        assert backend.NAME == name
+        assert (build.ROI_SOURCES / backend.MARKER).is_file()
+        assert backend.TABLE in ("counts.csv", "perf.csv")
+
+
+def test_stages_that_plan_and_run_jobs_never_test_a_backend_name() -> None:
+    """count.py, the toolchain, the parser and the count rules ask the registry (config.py
+    names the sweep file's sections, gem5 and perf: data)."""
+    for rel in ("analysis/count.py", "analysis/toolchain.py", "analysis/parse.py", "rules/common.smk",
+                "rules/count.smk", "Snakefile"):
+        found = BACKEND_NAMES.findall((REPO / rel).read_text())
+        assert not found, f"{rel} names backends {found}"
+
+
+def test_no_import_inside_a_function_in_the_modules_that_had_loops() -> None:
+    """config -> backends.gem5 -> config and regress -> cli were hidden by function-level imports."""
+    for rel in ("analysis/config.py", "analysis/regress.py", "analysis/toolchain.py", "analysis/count.py",
+                "analysis/parse.py", "analysis/backends/registry.py", "analysis/backends/gem5.py"):
+        tree = ast.parse((REPO / rel).read_text())
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                inner = [n for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))
+                         and (isinstance(n, ast.Import) or (n.module or "").startswith("analysis"))]
+                assert not [n for n in inner if isinstance(n, ast.ImportFrom)], f"{rel}: import inside {fn.name}"
+    # The configuration does not need any backend to load.
+    out = subprocess.run([PY, "-c", "import sys, analysis.config; print(sorted(m for m in sys.modules if m.startswith('analysis.')))"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "analysis.backends" not in out and "analysis.cli" not in out
+
+
+def test_one_parser_for_build_names() -> None:
+    assert [config.parse_build(b).vls_bits for b in ("vla", "vls512", "host", "nosve")] == [None, 512, None, None]
+    assert [config.parse_build(b).column for b in ("vla", "vls512", "host", "nosve")] == ["vla", "vls", "vla", "vla"]
+    with pytest.raises(config.ConfigError, match="use vla, vls<N>, host or nosve"):
+        config.parse_build("vls")
+
+
+def test_the_vl_rule_is_data_for_the_clients_and_the_gem5_script(tmp_path: Path) -> None:
+    assert config.VALID_VLS == tuple(range(128, 2049, 128))
+    assert config.vl_rule_arg() == "128:2048:128"
+    cmd = build.plugin_cmd("memory", tmp_path / "libmemory.so")
+    assert all(d in cmd for d in config.vl_rule_defines())
+    # The client compiles with the rule given, and not without it (it no longer restates it).
+    check = ["gcc", "-fsyntax-only", "-std=gnu11", str(build.PLUGIN_SOURCES / "memory.c")]
+    assert subprocess.run(check + list(config.vl_rule_defines()), capture_output=True).returncode == 0
+    proc = subprocess.run(check, capture_output=True, text=True)
+    assert proc.returncode != 0 and "SVE_VL_MIN" in proc.stderr
+    assert "--vl-rule" in gem5.command(Path("gem5"), tmp_path, tmp_path / "s.json", config.Run(512, 0, "-", "u8", ()),
+                                       Path("k"))
+    script = (REPO / "gem5_scripts" / "se_sve.py").read_text()
+    assert "2048" not in script.split("def main")[1]
+
+
+def test_typed_sections_carry_the_defaults_once() -> None:
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    assert sweep.gem5 is not None and list(sweep.gem5.systems) == sweep.raw["gem5"].get("systems", ["paper"])
+    assert sweep.perf is not None and sweep.perf.processes == sweep.raw["perf"].get("processes", 30)
+    reg = config.load(REPO / "configs" / "regress.yaml").regression
+    assert reg is not None and reg.golden_dir == "results/golden" and reg.metrics
+    assert sweep.time_limit("copy", "c_vec", 1 << 20, gem5.time_factor(sweep)) == (120 + 60) * 20
+
+
+def test_a_plan_round_trips_through_its_json(tmp_path: Path) -> None:
+    sweep = config.load(REPO / "configs" / "tiny.yaml")
+    job = qemu.jobs(sweep, None)[0]
+    ready = registry.Ready({"qemu": "qemu-aarch64 version 7.2"})
+    plan = count.plan_job(sweep, job, ready, {"compiler.gcc": "gcc 12", "host": "h"}, {})
+    assert Plan.from_json(plan.to_json()) == plan
+    assert plan.runs == job.runs and len(plan.time_limits) == len(job.runs)
+    assert plan.meta["versions"] == {"compiler.gcc": "gcc 12", "host": "h", "qemu": "qemu-aarch64 version 7.2"}
+    assert plan.settings == {"plugin_dir": str(sweep.build_dir / "plugins")}
+
+
+def test_gem5_plans_record_the_compiler_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13 defect: gem5 rows had an empty compiler_version (the job's preflight dropped the
+    compiler when no backend tool was checked)."""
+    monkeypatch.setenv("GEM5", str(fake_gem5(tmp_path)))
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    ready, planned, versions = registry.preflight(sweep)
+    assert ready["gem5"].versions == {"gem5": "gem5 24.0.0.1"}
+    job = next(j for j in planned if j.binary.backend == "gem5")
+    plan = count.plan_job(sweep, job, ready["gem5"], versions, {})
+    assert plan.meta["versions"]["compiler.gcc"].startswith("aarch64-linux-gnu-gcc")
+    assert plan.meta["versions"]["gem5"] == "gem5 24.0.0.1"
+    assert plan.settings["system"] == sweep.gem5.systems[job.cpu_model]  # type: ignore[union-attr]
+    assert plan.time_limits[0] == sweep.time_limit(job.binary.kernel, job.binary.variant, job.runs[0].size, 20.0)
+
+
+def test_the_workflow_plans_the_gem5_rule_and_says_the_skip_once(tmp_path: Path) -> None:
+    """Planning only: a fake gem5 (never run) gives the cycle sweep its jobs and plan files."""
+    def dry(gem5_path: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "GEM5": gem5_path}
+        return subprocess.run([PY, "-m", "snakemake", "-n", "--snakefile", str(REPO / "Snakefile"), "--directory",
+                               str(REPO), "--cores", "1", "--config", f"sweep={sweep_file}",
+                               f"results_dir={tmp_path / 'r'}", f"build_dir={tmp_path / 'b'}"],
+                              capture_output=True, text=True, env=env, cwd=REPO)
+    text = (REPO / "configs" / "tiny.yaml").read_text() + "gem5: {systems: [paper], vector_lengths: [128, 512]}\n"
+    sweep_file = tmp_path / "tiny_gem5.yaml"
+    sweep_file.write_text(text.replace("kernel_table: configs/kernels.yaml", f"kernel_table: {REPO / 'configs/kernels.yaml'}")
+                          .replace("results_dir: results/tiny", f"results_dir: {tmp_path / 'r'}"))
+    proc = dry(str(fake_gem5(tmp_path)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "simulate_gem5" in proc.stdout
+    plans = sorted((tmp_path / "r" / "plans" / "gem5").rglob("*.json"))
+    assert len(plans) == 4  # two kernels x two variants, one system
+    plan = Plan.from_json(plans[0].read_text())
+    assert {r.vl for r in plan.runs} == {128, 512} and plan.meta["versions"]["compiler.gcc"]
+    skipped = dry(str(tmp_path / "missing"))
+    assert skipped.returncode == 0 and "simulate_gem5" not in skipped.stdout
+    assert len([ln for ln in (skipped.stdout + skipped.stderr).splitlines() if "cycle sweep skipped" in ln]) == 1
+
+
+def test_count_runs_its_plan_and_a_stop_iteration_is_not_a_missing_job(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    """Issue 13 defect: count.py reported any StopIteration as "the sweep has no job"."""
+    sweep = config.load(REPO / "configs" / "tiny.yaml")
+    job = qemu.jobs(sweep, None)[0]
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(count.plan_job(sweep, job, registry.Ready({}), {}, {}).to_json())
+
+    def broken(plan: Plan, log: object) -> None:
+        raise StopIteration
+
+    monkeypatch.setattr(qemu, "run_job", broken)
+    with pytest.raises(StopIteration):
+        count.main(["--plan", str(plan_file), "--out", str(tmp_path / "raw.json")])
+    assert "no job" not in capsys.readouterr().err
+    assert count.main(["--plan", str(tmp_path / "none.json"), "--out", str(tmp_path / "raw.json")]) == 2
+    assert "no plan" in capsys.readouterr().err
+    assert not (tmp_path / "raw.json").exists()
+
+
+def test_metrics_come_from_the_record_s_backend() -> None:
+    meta = {"backend": "gem5"}
+    rec = {"gem5": {"cycles": 1000.4, "insts": 500.0, "ipc": 0.5004}}
+    assert dict(parse.run_metrics(meta, rec, {})) == {"gem5.cycles": 1000, "gem5.insts": 500, "gem5.ipc_milli": 500}
+    perf_meta = {"backend": "perf", "calls": 10, "events": {"cycles": "ok", "bogus": "unknown_event"}}
+    procs = [{"counters": [{"event": "cycles", "value": v, "status": "ok"}], "times_ns": [t, t]}
+             for v, t in ((1000.0, 100), (3000.0, 300))]
+    assert dict(parse.run_metrics(perf_meta, {"processes": procs}, {})) == {"perf.cycles": 200,
+                                                                            "perf.time_per_call_ns": 200}
+
+
+def test_the_rules_log_errors_through_one_helper() -> None:
+    """`2> {log} || { tail ...; exit 1; }` is written once (common.smk's logged())."""
+    rules = {p.name: p.read_text() for p in (REPO / "rules").glob("*.smk") if p.name != "build.smk"}
+    assert sum(t.count("tail -n 1") for t in rules.values()) == 1
+    assert "SKIP_SAID" not in "".join(rules.values()) + (REPO / "analysis" / "cli.py").read_text()
