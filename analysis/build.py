@@ -10,8 +10,8 @@ from pathlib import Path
 
 from analysis import mpi
 from analysis.backends.registry import REGISTRY
-from analysis.config import REPO, Job, KernelTable, Sweep, parse_build, vl_rule_defines
-from analysis.toolchain import COMPILERS, CROSS_COMPILERS, compiler_cflags
+from analysis.config import REPO, KernelTable, Sweep, parse_build, vl_rule_defines
+from analysis.toolchain import COMPILERS, compiler_cflags
 
 INCLUDE = REPO / "kernels" / "include"
 ROI_SOURCES = REPO / "kernels" / "roi"
@@ -177,13 +177,6 @@ def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kerne
         binary_link_cmd(bd, table, compiler, build, backend, kernel, variant),
     ]
     return [shlex.join(c) for c in lines]
-
-
-def grouped_builds(sweep: Sweep, jobs: list[Job]) -> list[str]:
-    """The cross builds (VLA, VLS-N) the sweep's count jobs run, in the sweep's order: the build
-    rules make these of one source in one job."""
-    used = {j.binary.build for j in jobs if j.binary.compiler in CROSS_COMPILERS}
-    return [b for b in sweep.builds() if b in used]
 
 
 def reduce_matrix_header(table: KernelTable) -> str:

@@ -1,15 +1,14 @@
-"""Build stage: a flag change rebuilds exactly what it affects, the sweep's builds of one source
-come from one job, builds outside the sweep still build, and a kernel without markers is refused."""
+"""Build stage: a flag change rebuilds exactly what it affects, a sweep run after another on the
+same build tree rebuilds nothing the other built, and a kernel without markers is refused."""
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from analysis import build, config
+from analysis import build
 from conftest import REPO, snakemake
 
 TEMPLATE = REPO / "kernels" / "template"
@@ -53,35 +52,11 @@ def test_a_new_flag_in_the_kernel_table_rebuilds_the_object(tmp_path: Path, comp
     proc = make(root, objs)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert all(o.stat().st_mtime_ns != t for o, t in zip(objs, before)), "object not rebuilt after its flags changed"
-    log = (root / "build" / "logs" / compiler / "scale-acle.log")
+    log = root / "build" / "logs" / compiler / "vla" / "scale-acle.log"
     assert proc.returncode == 0 and log.exists()
     # ... and once rebuilt, nothing is left to do.
     proc = make(root, objs, dry=True)
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-2000:]
-
-
-def test_the_sweeps_builds_of_a_source_are_one_job_and_other_builds_still_build(tmp_path: Path) -> None:
-    root = own_tree(tmp_path / "own")
-    bins = [build.binary_path(root / "build", c, b, "qemu", "scale-acle") for c in ("gcc", "clang") for b in ("vla", "vls256")]
-    proc = make(root, bins, dry=True)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
-    # One job per source and compiler for both builds, one link job per binary pair.
-    stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
-    assert stats["kernel_objects"] == "2" and stats["link_builds"] == "2" and stats["harness_objects"] == "2", stats
-    assert "kernel_object" not in stats and "link" not in stats, stats
-    # A VLS build the sweep does not run (./harness count --build vls512) comes from the one-build rules.
-    other = build.binary_path(root / "build", "gcc", "vls512", "qemu", "scale-acle")
-    proc = make(root, [other])
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert other.exists()
-    assert not (root / "build" / "gcc" / "vls128").exists()
-
-
-def test_grouped_builds_are_the_cross_builds_the_sweep_counts() -> None:
-    sweep = config.load(REPO / "configs" / "tiny.yaml")
-    assert build.grouped_builds(sweep, sweep.jobs()) == ["vla", "vls512"]
-    assert build.grouped_builds(sweep, []) == []
 
 
 def test_a_kernel_without_markers_is_refused_at_link(tmp_path: Path) -> None:
@@ -94,7 +69,7 @@ def test_a_kernel_without_markers_is_refused_at_link(tmp_path: Path) -> None:
     assert "kernel scale-acle: never calls roi_end()" in proc.stdout + proc.stderr
     assert not target.exists()
     # The log's last line is the reason (the progress display shows it for a failed job).
-    log = root / "build" / "logs" / "gcc" / "link-qemu-scale-acle.log"
+    log = root / "build" / "logs" / "gcc" / "vla" / "link-qemu-scale-acle.log"
     assert log.read_text().strip().splitlines()[-1].startswith("kernel scale-acle: never calls roi_end()")
 
 
@@ -110,3 +85,21 @@ def test_the_link_rules_shell_check_says_what_the_python_check_says(tmp_path: Pa
     proc = subprocess.run(["bash", "-c", "set -euo pipefail; " + build.roi_check_shell("k-v", objs)],
                           capture_output=True, text=True)
     assert (proc.returncode, proc.stderr.strip() or None) == (0 if want is None else 1, want)
+
+
+def test_two_sweeps_with_other_build_groups_do_not_rebuild_each_others_objects(tmp_path: Path) -> None:
+    """Every config shares build/. A job whose outputs or recorded inputs depend on the sweep (one
+    job building all of a sweep's builds of a source did) makes a sweep run after another (the
+    test suite's shared tree, `sweep --config configs/beyond.yaml` after `sweep`) rewrite the
+    other's objects, and the other's re-run then relinks and recounts everything."""
+    root = own_tree(tmp_path / "own")
+    text = (root / "sweep.yaml").read_text()
+    (root / "other.yaml").write_text(text.replace("vls_vector_lengths: [256]", "vls_vector_lengths: [256, 512]")
+                                     .replace("compilers: [gcc, clang]", "compilers: [gcc]"))
+    bins = [build.binary_path(root / "build", "gcc", b, "qemu", "scale-acle") for b in ("vla", "vls256")]
+    assert make(root, bins).returncode == 0
+    other = snakemake(root / "other.yaml", root / "build", root / "results",
+                      [str(build.binary_path(root / "build", "gcc", "vls512", "qemu", "scale-acle"))])
+    assert other.returncode == 0, other.stderr[-3000:]
+    proc = make(root, bins, dry=True)
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-2000:]
