@@ -200,3 +200,17 @@ def test_user_ci_workflow_is_a_valid_github_workflow(tmp_path: Path) -> None:
     bad.write_text(broken)
     proc = subprocess.run([str(tool), "--builtin-schema", "vendor.github-workflows", str(bad)], capture_output=True, text=True)
     assert proc.returncode != 0
+
+
+def test_a_sweep_blocked_by_another_run_in_the_tree_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snakemake under --quiet all exits 1 without a word when another run holds the outputs it
+    needs (two commands in one clone share build/): regress names the other run."""
+    from analysis import regress
+
+    reg = regress.load("configs/regress.yaml", {})
+    monkeypatch.setattr(regress.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 1, stdout="", stderr=""))
+    monkeypatch.setattr(regress.guard, "snakemake_running", lambda root=None: [4242])
+    monkeypatch.setattr(regress.guard, "mark_stale", lambda d: None)
+    with pytest.raises(regress.RegressError, match=r"another Snakemake is running in .* \(pid 4242\)"):
+        regress.run_sweep(reg, 1)
