@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from analysis import build, config, mpi, toolchain
+from analysis import build, config, guard, mpi, toolchain
 from analysis.guard import snakemake_cmd
 from analysis.backends import RunError, perf, qemu, staged
 from analysis.config import REPO, ConfigError
@@ -149,8 +149,7 @@ def build_targets(sweep: config.Sweep, targets: list[Path]) -> None:
     proc = subprocess.run(snakemake_cmd(str(sweep.path), {}, 2, [*map(str, targets), "--quiet", "all"]),
                           capture_output=True, text=True, cwd=REPO)
     if proc.returncode != 0:
-        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-15:]
-        raise RunError("building the two lines failed:\n" + "\n".join(tail))
+        raise RunError("building the two lines failed:\n" + "\n".join(guard.failure_tail(proc)))
 
 
 def run_args(sweep: config.Sweep, line: Line, vl: int, size: int) -> config.Run:

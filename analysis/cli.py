@@ -195,7 +195,8 @@ def cmd_count(ns: argparse.Namespace) -> int:
     over = {"build_dir": str(bd), "results_dir": str(sweep.results_dir)}
     proc = subprocess.run(snakemake_cmd(ns.config, over, 2, [*targets, "--quiet", "all"]), capture_output=True, text=True)
     if proc.returncode != 0:
-        print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
+        text = proc.stdout[-3000:] + proc.stderr[-3000:]
+        print(text if text.strip() else guard.failure_tail(proc)[0], file=sys.stderr)
         return 1
     plugins = build.plugin_path(bd, "inscount").parent
     env = mpi.run_env(sweep.table, ns.kernel, ns.variant)

@@ -81,6 +81,20 @@ def snakemake_running(root: Path = REPO) -> list[int]:
     return pids
 
 
+def failure_tail(proc: subprocess.CompletedProcess, lines: int = 15) -> list[str]:
+    """The last lines a failed quiet Snakemake (`--quiet all`) printed. It prints nothing when
+    another run in the clone holds files it needs (every config shares build/): then name that
+    run and say to wait, not a bare exit status."""
+    out = proc.stderr.strip() or proc.stdout.strip()
+    if out:
+        return out.splitlines()[-lines:]
+    others = snakemake_running()
+    if others:
+        return [f"another Snakemake is running in {REPO} (pid {', '.join(map(str, others))}) and holds files this "
+                "sweep needs: wait for it to finish, then run the command again"]
+    return [f"snakemake exited with {proc.returncode}"]
+
+
 def check_lock(root: Path = REPO) -> None:
     """Refuse to start when a Snakemake lock is left with no Snakemake running in the tree."""
     locks = sorted((root / ".snakemake" / "locks").glob("*.lock"))

@@ -122,13 +122,7 @@ def run_sweep(reg: Regression, cores: int) -> pd.DataFrame:
     proc = subprocess.run(guard.snakemake_cmd(str(reg.sweep.path), over, cores, [str(reg.work_dir / "counts.csv"), "--quiet", "all"]),
                           cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
-        tail = (proc.stderr.strip() or proc.stdout.strip() or f"snakemake exited with {proc.returncode}").splitlines()[-15:]
-        # With --quiet all Snakemake says nothing when another run in the tree holds the outputs
-        # it needs (every config shares build/): name that run instead of a bare exit status.
-        others = guard.snakemake_running()
-        if others and not (proc.stderr.strip() or proc.stdout.strip()):
-            tail = [f"another Snakemake is running in {REPO} (pid {', '.join(map(str, others))}) and holds files this "
-                    "sweep needs: wait for it to finish, then run the command again"]
+        tail = guard.failure_tail(proc)
         stale = guard.mark_stale(reg.work_dir)
         raise RegressError("the regression sweep failed:\n" + "\n".join(tail + ([stale] if stale else [])))
     return select(reg, table.read_counts(reg.work_dir / "counts.csv"))
