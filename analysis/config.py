@@ -302,10 +302,16 @@ class Sweep:
         return jobs
 
     def jobs(self) -> list[Job]:
-        """The count backends' jobs (parameter backends): every cross build at every CPU model,
-        each size with its baseline (0) and, for the linearity check, its double."""
-        return [j for b in self.backends for j in self.expand(b, self.compilers, self.build_vls(), dict(self.cpu_models),
-                                                              self.run_sizes)]
+        """The count backends' jobs (parameter backends)."""
+        return [j for b in self.backends for j in self.count_jobs(b)]
+
+    def count_jobs(self, backend: str) -> list[Job]:
+        """One instruction-counting backend's jobs (QEMU's clients, ArmIE's): every cross build
+        at every CPU model, each size with its baseline (0) and, for the linearity check, its
+        double; none when the sweep does not use it."""
+        if backend not in self.backends:
+            return []
+        return self.expand(backend, self.compilers, self.build_vls(), dict(self.cpu_models), self.run_sizes)
 
     def time_limit(self, kernel: str, variant: str, size: int, factor: float = 1.0) -> float:
         """Seconds one run may take before it is killed: the kernel selection's own limit, else

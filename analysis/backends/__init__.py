@@ -238,14 +238,6 @@ def _counts(scope: str, part: dict[str, Any]) -> Iterator[tuple[str, int]]:
         yield f"{scope}.class.{cls}", n
 
 
-def counting_jobs(name: str, sweep: Sweep) -> list[Job]:
-    """The jobs of an instruction-counting backend (QEMU's clients, ArmIE's): every compiler,
-    build and CPU model of the sweep at its sizes; none when the sweep does not use it."""
-    if name not in sweep.backends:
-        return []
-    return sweep.expand(name, sweep.compilers, sweep.build_vls(), dict(sweep.cpu_models), sweep.run_sizes)
-
-
 def client_metrics(run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
     """The metrics of a record in the counting clients' shape (inscount, opcodes, memory;
     docs/contracts.md 2), whichever backend ran them."""

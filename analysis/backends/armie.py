@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-from analysis.backends import (Plan, Ready, RunError, cell_name, client_metrics, count_job, counting_jobs, parse_ok_line,
+from analysis.backends import (Plan, Ready, RunError, cell_name, client_metrics, count_job, parse_ok_line,
                                run_limited, staged)
 from analysis.config import VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep
 from analysis.toolchain import ToolchainError, first_line
@@ -53,7 +53,7 @@ def preflight(sweep: Sweep) -> Ready | None:
 
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
-    return counting_jobs(NAME, sweep)
+    return sweep.count_jobs(NAME)
 
 
 def time_factor(sweep: Sweep) -> float:

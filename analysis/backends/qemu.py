@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, Plan, Ready, RunError, cell_name, client_metrics,
-                               count_job, counting_jobs, parse_ok_line, run_limited, staged)
+                               count_job, parse_ok_line, run_limited, staged)
 from analysis.config import Job, Run, Sweep
 from analysis.toolchain import ToolchainError, first_line
 
@@ -63,7 +63,7 @@ def preflight(sweep: Sweep) -> Ready | None:
 
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
-    return counting_jobs(NAME, sweep)
+    return sweep.count_jobs(NAME)
 
 
 def time_factor(sweep: Sweep) -> float:
