@@ -96,7 +96,14 @@ jobs=$(nproc)
 say "building gem5 $VERSION (ARM, RUBY=n, gem5.fast, $jobs jobs; about 80 minutes on 2 cores); log: $LOG"
 opts="$DIR/ARMNR.opts"
 printf 'BUILD_ISA=y\nUSE_ARM_ISA=y\nRUBY=n\n' >"$opts"
-if ! (cd "$SRC" && scons defconfig build/ARMNR "$opts" && \
+# A resumed build keeps its configuration: re-running defconfig rewrites the config header
+# and scons then recompiles the CPU models (measured: an interrupted build lost ~20 minutes).
+config="$SRC/build/ARMNR/gem5.build/config"
+configure=(scons defconfig build/ARMNR "$opts")
+if [[ -f "$config" ]] && grep -qx 'USE_ARM_ISA=y' "$config" && grep -qx '# RUBY is not set' "$config"; then
+    configure=(true)
+fi
+if ! (cd "$SRC" && "${configure[@]}" && \
       scons "build/ARMNR/gem5.fast" -j"$jobs" --ignore-style) >"$LOG" 2>&1; then
     die "the gem5 build failed; see $LOG"
 fi
