@@ -81,7 +81,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--system", required=True, help="system description (JSON)")
     p.add_argument("--vl", type=int, required=True, help="SVE vector length in bits")
-    # The VL rule is stated once, in the harness (analysis/config.py), and passed here.
+    # The VL rule is stated once, in the harness (analysis/core/config.py), and passed here.
     p.add_argument("--vl-rule", required=True, metavar="MIN:MAX:STEP", help="valid VLs, in bits")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- binary and its arguments")
     args = p.parse_args()

@@ -78,7 +78,7 @@ def _kernel_cmd(wc, build):
 
 def _link_cmd(wc, build):
     """A kernel whose objects never call the ROI markers is refused with a message saying what
-    to add (analysis.build.roi_check_shell), else linked."""
+    to add (analysis.stages.build.roi_check_shell), else linked."""
     return B.roi_check_shell(f"{wc.kernel}-{wc.variant}", _binary_objects(wc, build)) + " && " + _cmd(
         B.binary_link_cmd(SWEEP.build_dir, TABLE, wc.compiler, build, wc.backend, wc.kernel, wc.variant))
 

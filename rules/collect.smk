@@ -14,5 +14,5 @@ rule collect:
     params:
         args=SWEEP_ARGS,
     shell:
-        logged("{PY} -m analysis.collect {params.args} --counts {output.counts:q} "
+        logged("{PY} -m analysis.stages.collect {params.args} --counts {output.counts:q} "
                "--provenance {output.provenance:q} {input.raw:q}")

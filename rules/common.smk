@@ -6,11 +6,11 @@ import sys
 
 sys.path.insert(0, workflow.basedir)
 
-from analysis import build as B
-from analysis import config as C
-from analysis import count as N
-from analysis import toolchain as T
 from analysis.backends import registry as R
+from analysis.core import config as C
+from analysis.core import toolchain as T
+from analysis.stages import build as B
+from analysis.stages import count as N
 
 SWEEP_PATH = config.get("sweep", "configs/default.yaml")
 OVERRIDES = {k: config[k] for k in ("results_dir", "build_dir") if k in config}

@@ -25,4 +25,4 @@ for _backend in R.REGISTRY.values():
         # A measurement takes every core the workflow has, so nothing else runs beside it.
         threads: workflow.cores if _backend.EXCLUSIVE else 1
         shell:
-            logged("{PY} -m analysis.count --plan {input.plan:q} --out {output:q}")
+            logged("{PY} -m analysis.stages.count --plan {input.plan:q} --out {output:q}")

@@ -17,7 +17,7 @@ rule perf_table:
     log:
         f"{RESULTS}/logs/perf_table.log",
     shell:
-        logged("{PY} -m analysis.perftable --out {output:q} {input.raw:q}")
+        logged("{PY} -m analysis.stages.collect --stats {output:q} {input.raw:q}")
 
 
 rule perf_plot:
@@ -33,5 +33,5 @@ rule perf_plot:
         args=SWEEP_ARGS,
         messages=" ".join(f"--message {shlex.quote(m)}" for m in PERF_MESSAGES),
     shell:
-        logged("{PY} -m analysis.perfplot {params.args} --table {input.table:q} --summary {output.summary:q} "
+        logged("{PY} -m analysis.stages.plot {params.args} --stats {input.table:q} --summary {output.summary:q} "
                "{params.messages} {input.raw:q}")

@@ -1,9 +1,9 @@
 # Plot stage: the paper's figures (ROI count vs VL, one line per variant), a ratio figure
 # per family, results/summary.md checking the paper's mechanical ratios, and one Markdown
 # explanation per cell the summary discusses (results/explain/).
-from analysis import explain as E
+from analysis.commands import explain as E
 
-from analysis import plot as P
+from analysis.stages import plot as P
 
 _FIGS = P.figures(SWEEP, has_gem5="gem5" in RUNNING)
 FIGURES = [f"{RESULTS}/figures/{f['name']}.png" for f in _FIGS] + [
@@ -28,5 +28,5 @@ rule plot:
     params:
         args=SWEEP_ARGS,
     shell:
-        logged("{PY} -m analysis.plot {params.args} --counts {input.counts:q} --provenance {input.provenance:q} "
+        logged("{PY} -m analysis.stages.plot {params.args} --counts {input.counts:q} --provenance {input.provenance:q} "
                "--summary {output.summary:q}")

@@ -13,8 +13,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from analysis import build, config  # noqa: E402
 from analysis.backends import qemu  # noqa: E402
+from analysis.core import config  # noqa: E402
+from analysis.stages import build  # noqa: E402
 
 PY = sys.executable
 ALL = REPO / "tests" / "configs" / "all_kernels.yaml"
@@ -43,7 +44,7 @@ def tiny_sweep(work: Path) -> tuple[Path, subprocess.CompletedProcess]:
     process). test_workflow checks the run, test_reliability and test_report read what it wrote
     (and copy what they break)."""
     results = work / "tiny-results"
-    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(REPO / "configs" / "tiny.yaml"),
+    proc = subprocess.run([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(REPO / "configs" / "tiny.yaml"),
                            "--cores", "2", "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}"],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

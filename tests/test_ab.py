@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from analysis import ab
 from analysis.backends import perf
-from analysis import config
+from analysis.commands import ab
+from analysis.core import config
 from conftest import PY, REPO
 
 FIXTURE = REPO / "tests" / "fixtures" / "ab" / "sweep.yaml"
 
 
 def harness_ab(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    proc = subprocess.run([PY, "-m", "analysis.ab", *args, "--config", str(FIXTURE), "--out", str(tmp_path)],
+    proc = subprocess.run([PY, "-m", "analysis.commands.ab", *args, "--config", str(FIXTURE), "--out", str(tmp_path)],
                           cwd=REPO, capture_output=True, text=True)
     doc = json.loads((tmp_path / "ab.json").read_text()) if (tmp_path / "ab.json").exists() else {}
     return proc, doc
@@ -60,7 +60,7 @@ def test_git_revision_of_the_kernel_source(tmp_path) -> None:
 ])
 def test_bad_input_exit_2_before_any_work(tmp_path, args, needle) -> None:
     out = tmp_path / "out"
-    proc = subprocess.run([PY, "-m", "analysis.ab", *args, "--config", str(FIXTURE), "--out", str(out)],
+    proc = subprocess.run([PY, "-m", "analysis.commands.ab", *args, "--config", str(FIXTURE), "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -1,5 +1,5 @@
 """Each bad input gives one line naming the fix, before any job runs, and touches nothing.
-The command line is called in-process (analysis.cli.main: the same parsing, validation and
+The command line is called in-process (analysis.commands.cli.main: the same parsing, validation and
 message); test_bad_input_touches_no_results runs ./harness's Python end to end."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from analysis import cli
+from analysis.commands import cli
 from conftest import PY, REPO
 
 BASE = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
@@ -18,7 +18,7 @@ BASE = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
 
 @pytest.fixture
 def harness(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
-    """analysis.cli.main in-process, from the repository as ./harness runs it: (exit code, stdout, stderr)."""
+    """analysis.commands.cli.main in-process, from the repository as ./harness runs it: (exit code, stdout, stderr)."""
     monkeypatch.chdir(REPO)
 
     def call(*args: str) -> subprocess.CompletedProcess:
@@ -128,7 +128,7 @@ def test_bad_input_touches_no_results(tmp_path: Path) -> None:
     sentinel = results / "counts.csv"
     sentinel.write_text("previous table\n")
     before = sentinel.stat().st_mtime_ns
-    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(write_config(tmp_path, {"vector_lengths": [100]}))],
+    proc = subprocess.run([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(write_config(tmp_path, {"vector_lengths": [100]}))],
                           cwd=REPO, capture_output=True, text=True)
     one_line_error(proc, "VL 100")
     assert sentinel.read_text() == "previous table\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import PY, REPO
 
-from analysis.bench import TARGETS
+from analysis.commands.bench import TARGETS
 
 SMALL = REPO / "tests" / "configs" / "perf_host.yaml"  # counts and host perf baselines, small sizes
 REGRESS = f"""\
@@ -28,13 +28,13 @@ def test_bench_runs_every_part_and_prints_each_target(tmp_path: Path) -> None:
     reg = tmp_path / "regress_smoke.yaml"
     reg.write_text(REGRESS)
     sets = ["--set", f"results_dir={tmp_path / 'bless' / 'results'}", "--set", f"build_dir={tmp_path / 'bless' / 'build'}"]
-    bless = subprocess.run([PY, "-m", "analysis.regress", "bless", "--config", str(reg), *sets],
+    bless = subprocess.run([PY, "-m", "analysis.commands.regress", "bless", "--config", str(reg), *sets],
                            cwd=REPO, capture_output=True, text=True)
     assert bless.returncode == 0, bless.stdout + bless.stderr
     out = tmp_path / "bench.json"
     # The full-matrix and memcpy parts time a clean-tree sweep like the default part: the
     # one-kernel regression sweep is enough to show that they run and report.
-    proc = subprocess.run([PY, "-m", "analysis.bench", "--config", str(SMALL), "--full-config", str(reg),
+    proc = subprocess.run([PY, "-m", "analysis.commands.bench", "--config", str(SMALL), "--full-config", str(reg),
                            "--regress-config", str(reg), "--memcpy-config", str(reg), "--overhead-seconds", "0.05",
                            # The Slurm and MPI parts have tests of their own (test_slurm, test_mpi5).
                            "--skip-slurm", "--skip-mpi", "--out", str(out)],

@@ -8,8 +8,9 @@ import subprocess
 import pytest
 import yaml
 
-from analysis import build, config
 from analysis.backends import perf
+from analysis.core import config
+from analysis.stages import build
 from conftest import run_cell, run_cell_once, run_plain, snakemake
 from test_counts import CLOSED_FORM_SIZES, iterations, loop_body
 

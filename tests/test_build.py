@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import build
+from analysis.stages import build
 from conftest import REPO, snakemake
 
 TEMPLATE = REPO / "kernels" / "template"

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from analysis import build
+from analysis.stages import build
 from conftest import ALL, run_plain, snakemake
 from disasm import OBJDUMP, run
 

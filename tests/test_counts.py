@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import config
+from analysis.core import config
 from conftest import ALL, PY, REPO, decode_driver_cmd, run_cell, run_cell_once
 from disasm import branch_target, expected_class, function_words, objdump_words
 
@@ -109,7 +109,7 @@ def test_a_wrong_closed_form_fails(binaries, plugin_dir, all_sweep) -> None:
 def test_count_command_prints_the_cell(binaries, plugin_dir, all_sweep, tmp_path) -> None:
     """./harness count end to end, on the session's build tree (nothing to rebuild): the ROI net
     counts by class of one cell, equal to the runs' difference, and the QEMU command."""
-    proc = subprocess.run([PY, "-m", "analysis.cli", "count", "copy", "acle_4v", "--vl", "256", "--size", "4100",
+    proc = subprocess.run([PY, "-m", "analysis.commands.cli", "count", "copy", "acle_4v", "--vl", "256", "--size", "4100",
                            "--set", f"build_dir={all_sweep.build_dir}", "--set", f"results_dir={tmp_path}"],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -205,9 +205,9 @@ def test_armie_backend_plumbing_with_a_fake_armie(binaries, monkeypatch, tmp_pat
     """SYNTHETIC: a stand-in `armie` script (QEMU underneath, ArmIE's output formats on top)
     drives analysis.backends.armie.run_once into the same record shape the table reads.
     It checks our plumbing only; real ArmIE is untested (it runs only on AArch64)."""
-    from analysis import parse
+    from analysis.stages import parse
     from analysis.backends import armie
-    from analysis.config import Run
+    from analysis.core.config import Run
 
     fake = tmp_path / "armie"
     fake.write_text("""#!/usr/bin/env python3

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from analysis.backends import RunError, gem5
-from analysis import config
-from analysis.config import Run
+from analysis.core import config
+from analysis.core.config import Run
 from conftest import PY, REPO, run_cell
 
 FIXTURES = REPO / "tests" / "fixtures" / "gem5"

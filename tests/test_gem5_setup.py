@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import config
 from analysis.backends import gem5
+from analysis.core import config
 from conftest import REPO
 
 GEM5_SH = REPO / "setup" / "gem5.sh"

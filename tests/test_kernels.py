@@ -204,7 +204,7 @@ BROKEN = {
 @pytest.mark.parametrize("case", sorted(BROKEN))
 @pytest.mark.parametrize("vl", [128, 2048])
 def test_a_kernel_wrong_in_one_element_fails_its_check(binaries, all_sweep, tmp_path: Path, case: str, vl: int) -> None:
-    from analysis import build
+    from analysis.stages import build
 
     family, source, params, needle = BROKEN[case]
     binaries("copy", "acle_4v")  # the shared build tree (generated headers, marker object)

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from analysis import build, config, explain
 from analysis.backends import perf
+from analysis.commands import explain
+from analysis.core import config
+from analysis.stages import build
 from conftest import PY, REPO, run_cell, run_plain
 
 ALL_VLS = list(range(128, 2049, 128))
@@ -49,7 +51,7 @@ def _table_with(tmp_path: Path, **fields) -> Path:
     ({"memcpy": "generic", "host_native": True}, "memcpy: generic needs the static cross link; drop host_native"),
 ])
 def test_bad_memcpy_field_is_one_line(tmp_path: Path, fields: dict, needle: str) -> None:
-    proc = subprocess.run([PY, "-m", "analysis.cli", "validate", "--config", str(_table_with(tmp_path, **fields))],
+    proc = subprocess.run([PY, "-m", "analysis.commands.cli", "validate", "--config", str(_table_with(tmp_path, **fields))],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and needle in proc.stderr, proc.stderr
@@ -132,7 +134,7 @@ def test_generic_per_block_closed_form_and_flat(binaries, plugin_dir, kernel: st
 def test_clang_links_the_libc_gcc_links() -> None:
     """The gcc vs clang pair must differ in the compiler only: clang takes the cross libc
     (whose memcpy variants the lines call), not the multiarch arm64 one --with-mpi installs."""
-    from analysis.toolchain import COMPILERS
+    from analysis.core.toolchain import COMPILERS
 
     libc = {c: Path(subprocess.run([*COMPILERS[c].cc, "-print-file-name=libc.a"], capture_output=True, text=True,
                                    check=True).stdout.strip()).resolve() for c in ("gcc", "clang")}

@@ -14,8 +14,10 @@ from typing import Callable
 
 import pytest
 
-from analysis import build, cli, config, mpi, toolchain
 from analysis.backends import qemu
+from analysis.commands import cli
+from analysis.core import config, mpi, toolchain
+from analysis.stages import build
 from conftest import REPO, snakemake
 from disasm import OBJDUMP, run
 

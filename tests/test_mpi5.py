@@ -17,8 +17,9 @@ from typing import Callable
 
 import pytest
 
-from analysis import build, config, decode, mpi
 from analysis.backends import qemu
+from analysis.core import config, decode, mpi
+from analysis.stages import build
 from conftest import REPO, snakemake
 from disasm import OBJDUMP, run
 
@@ -260,7 +261,7 @@ def test_bench_says_why_without_the_mpi_libraries(monkeypatch, tmp_path: Path, c
     """bench's MPI part with neither library: nothing runs, each part says why in one line."""
     import dataclasses
 
-    from analysis import bench
+    from analysis.commands import bench
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setattr(mpi, "DEBIAN", dataclasses.replace(mpi.DEBIAN, prefix=tmp_path / "no-openmpi"))
@@ -325,7 +326,7 @@ kernels:
                                     / "reduce_nosve-c_autovec.json").read_text())
     assert {r["vl"] for r in raw["runs"]} == {128, 1024} and {r["vl_seen"] for r in raw["runs"]} == {0}
     assert all("max,sve=off" in r["command"] and r["argv"][1] == "0000" for r in raw["runs"])
-    counts = __import__("analysis.table", fromlist=["read_counts"]).read_counts(sweep.results_dir / "counts.csv")
+    counts = __import__("analysis.core.table", fromlist=["read_counts"]).read_counts(sweep.results_dir / "counts.csv")
     net = counts[(counts["kernel"] == "reduce_nosve") & (counts["metric"] == "roi_net.total") & (counts["size"] == 4096)]
     assert len(net) == 2 and net["value"].nunique() == 1 and net["value"].iloc[0] > 0, net
     sve = counts[(counts["kernel"] == "reduce_nosve") & (counts["metric"] == "roi.sve")]

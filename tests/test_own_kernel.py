@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import table
+from analysis.core import table
 from conftest import PY, REPO
 from test_counts import iterations, loop_body
 
@@ -45,7 +45,7 @@ def own_tree(tmp_path: Path) -> Path:
 
 
 def harness(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "analysis.cli", *args], cwd=REPO, capture_output=True, text=True)
+    return subprocess.run([PY, "-m", "analysis.commands.cli", *args], cwd=REPO, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import build, config, perftable, toolchain
 from analysis.backends import RunError
 from analysis.backends import perf as P
+from analysis.core import config, table, toolchain
+from analysis.stages import build, plot
 from conftest import REPO, snakemake
 
 FIX = REPO / "tests" / "fixtures" / "perf"
@@ -95,13 +96,13 @@ META = {"kernel": "reduce", "variant": "acle", "layout": "contiguous", "build": 
 def test_statistics_per_call_over_processes_and_bandwidth() -> None:
     rec = {"vl": 512, "size": 1000, "op": "max", "dtype": "float",
            "processes": [_proc(2.0, [100, 300]), _proc(4.0, [200, 200]), _proc(6.0, [400, 400])]}
-    rows = {r["metric"]: r for r in perftable.cell_rows(META, rec)}
+    rows = {r["metric"]: r for r in P.stats_rows(META, rec)}
     tc = rows["task-clock"]
     assert (tc["n"], tc["mean"], tc["min"], tc["max"]) == (3, 2.0, 1.0, 3.0)  # totals / 2 calls
     assert tc["std"] == pytest.approx(1.0)
-    t = rows[perftable.TIME]
+    t = rows[P.TIME]
     assert (t["mean"], t["min"], t["max"], t["unit"]) == (pytest.approx(800 / 3), 200.0, 400.0, "ns")
-    bw = rows[perftable.BANDWIDTH]  # (2 + 1) x 1000 bytes / per-process mean time
+    bw = rows[P.BANDWIDTH]  # (2 + 1) x 1000 bytes / per-process mean time
     assert bw["unit"] == "GB/s"
     assert bw["mean"] == pytest.approx((3000 / 200 + 3000 / 200 + 3000 / 400) / 3)
     assert bw["max"] == pytest.approx(15.0) and bw["min"] == pytest.approx(7.5)
@@ -113,21 +114,19 @@ def test_statistics_per_call_over_processes_and_bandwidth() -> None:
 def test_an_event_unsupported_in_one_process_has_no_statistics() -> None:
     rec = {"vl": 512, "size": 8, "op": "max", "dtype": "float",
            "processes": [_proc(2.0, [1, 1]), _proc(None, [1, 1], P.NOT_COUNTED)]}
-    rows = {r["metric"]: r for r in perftable.cell_rows(META, rec)}
+    rows = {r["metric"]: r for r in P.stats_rows(META, rec)}
     assert rows["task-clock"]["status"] == P.NOT_COUNTED and rows["task-clock"]["n"] == 0
 
 
 def test_no_traffic_declared_no_bandwidth_row() -> None:
     rec = {"vl": 0, "size": 8, "op": "-", "dtype": "uint8", "processes": [_proc(1.0, [5, 5])]}
-    metrics = {r["metric"] for r in perftable.cell_rows({**META, "traffic": {}}, rec)}
-    assert perftable.BANDWIDTH not in metrics and perftable.TIME in metrics
+    metrics = {r["metric"] for r in P.stats_rows({**META, "traffic": {}}, rec)}
+    assert P.BANDWIDTH not in metrics and P.TIME in metrics
 
 
 def test_plots_from_the_synthetic_a64fx_table(tmp_path: Path) -> None:
     """Fig. 11 (one panel per VL) and Fig. 12 (VL 512) from a SYNTHETIC A64FX-like table."""
     import matplotlib.pyplot as plt
-
-    from analysis import perfplot
 
     sweep = config.load(REPO / "configs" / "default.yaml")
     rows = []
@@ -137,7 +136,7 @@ def test_plots_from_the_synthetic_a64fx_table(tmp_path: Path) -> None:
             if vl == 0 and variant == "acle":
                 continue
             for size in (4096, 65536):
-                for metric, mean in ((perftable.TIME, size / (vl or 64)), (perftable.BANDWIDTH, vl or 64)):
+                for metric, mean in ((P.TIME, size / (vl or 64)), (P.BANDWIDTH, vl or 64)):
                     rows.append({"kernel": kernel, "variant": variant, "op": op, "dtype": dtype, "layout": "-",
                                  "build": "host" if vl == 0 else "vla", "cpu_model": "native", "backend": "perf",
                                  "compiler": "native", "vl": vl, "size": size, "metric": metric, "status": P.OK,
@@ -154,13 +153,13 @@ def test_plots_from_the_synthetic_a64fx_table(tmp_path: Path) -> None:
 
     plt.subplots = spy
     try:
-        perfplot.plot(df, sweep.table, figs["fig11_pack_unpack_time"], tmp_path / "f11.png", "synthetic")
-        perfplot.plot(df, sweep.table, figs["fig12_reduce_bandwidth"], tmp_path / "f12.png", "synthetic")
+        plot.plot_by_size(df, sweep.table, figs["fig11_pack_unpack_time"], tmp_path / "f11.png", "synthetic")
+        plot.plot_by_size(df, sweep.table, figs["fig12_reduce_bandwidth"], tmp_path / "f12.png", "synthetic")
     finally:
         plt.subplots = orig
     assert opened == [(1, 3), (1, 1)]
     assert (tmp_path / "f11.png").stat().st_size > 0 and (tmp_path / "f12.png").stat().st_size > 0
-    fig11 = perfplot.lines(df, sweep.table, figs["fig11_pack_unpack_time"], 256)
+    fig11 = plot.size_lines(df, sweep.table, figs["fig11_pack_unpack_time"], 256)
     assert [(label.split(":")[0], host) for label, host, _ in fig11] == [
         ("pack blocks_call", False), ("pack acle", False), ("host ISA, pack blocks_call", True)]
 
@@ -272,7 +271,7 @@ def host_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_host_baselines_end_to_end(host_run: Path) -> None:
     status = _host_status()
     res = host_run / "results"
-    df = perftable.read(res / "perf.csv")
+    df = table.read_stats(res / "perf.csv")
     host = df[df["build"] == "host"]
     # Only the kernels the table marks host_native; no SVE rows on a host without SVE.
     assert sorted(set(host["kernel"] + "-" + host["variant"])) == ["copy-c_scalar", "copy-glibc_memcpy", "reduce-c_scalar"]
@@ -280,10 +279,10 @@ def test_host_baselines_end_to_end(host_run: Path) -> None:
     assert set(host["vl"]) == {0} and set(host["size"]) == {4096, 65536}
     tc = host[host["metric"] == "task-clock"]
     assert (tc["status"] == P.OK).all() and (tc["n"] == 3).all() and (tc["mean"] >= 0).all()
-    times = host[host["metric"] == perftable.TIME]
+    times = host[host["metric"] == P.TIME]
     assert len(times) == 6 and (times["n"] == 3).all() and (times["min"] > 0).all()
     assert (times["min"] <= times["mean"]).all() and (times["mean"] <= times["max"]).all()
-    bw = host[host["metric"] == perftable.BANDWIDTH].set_index(["kernel", "size"])
+    bw = host[host["metric"] == P.BANDWIDTH].set_index(["kernel", "size"])
     t = times.set_index(["kernel", "size"])
     # The per-process means differ, so bandwidth's min comes from time's max: exact arithmetic.
     assert bw.loc[("reduce", 65536), "min"] == pytest.approx(3 * 65536 / t.loc[("reduce", 65536), "max"])
@@ -314,7 +313,7 @@ def test_counters_are_scoped_to_the_roi(host_run: Path) -> None:
 def test_slurm_profile_gives_measurements_a_whole_node(tmp_path: Path) -> None:
     """The A64FX executor profile (laid over the generic one) parses with the pinned plugin and
     sizes the measure jobs (dry run: nothing is submitted)."""
-    from analysis import slurm
+    from analysis.commands import slurm
 
     profile = slurm.write_profile(slurm.load_profile("a64fx", "acct", "part"), tmp_path / "profile")
     proc = subprocess.run(

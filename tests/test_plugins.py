@@ -1,6 +1,6 @@
 """Tests of the QEMU 7.2 instruction-counting plugins in armie_clients/.
 
-Builds the plugins (with analysis/build.py's command) and the host driver of
+Builds the plugins (with analysis/stages/build.py's command) and the host driver of
 their shared decoder into a temporary directory, cross-compiles small SVE
 test programs, and checks:
   1. the class table against binutils objdump (representative instructions
@@ -27,7 +27,7 @@ import pytest
 
 from disasm import branch_target, disasm_functions, expected_class, is_branch, objdump_words
 
-from analysis.build import PLUGIN_CORE, plugin_cmd
+from analysis.stages.build import PLUGIN_CORE, plugin_cmd
 from conftest import decode_driver_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def run(cmd, **kw):
 
 @pytest.fixture(scope="session")
 def build(tmp_path_factory):
-    """The plugins, built with the shipped command (analysis/build.py), and
+    """The plugins, built with the shipped command (analysis/stages/build.py), and
     the host driver of their shared decoder."""
     d = tmp_path_factory.mktemp("plugins")
     for c in [PLUGIN_CORE, *CLIENTS]:

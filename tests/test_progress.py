@@ -16,7 +16,7 @@ TINY = REPO / "configs" / "tiny.yaml"
 
 
 def sweep(work: Path, results: Path, *extra: str) -> list[str]:
-    return [PY, "-m", "analysis.cli", "sweep", "--config", str(TINY), "--cores", "2",
+    return [PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY), "--cores", "2",
             "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}", *extra]
 
 
@@ -65,7 +65,7 @@ def test_a_failed_job_is_one_line_with_its_log_tail(tmp_path: Path) -> None:
     root = own_tree(tmp_path)
     src = root / "my_kernel.c"
     src.write_text(src.read_text().replace("y[i] = a * x[i];", "y[i] = a * x[i] + 1.0f;", 1))
-    proc = subprocess.run([PY, "-m", "analysis.cli", "sweep", "--config", str(root / "sweep.yaml"), "--cores", "2"],
+    proc = subprocess.run([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(root / "sweep.yaml"), "--cores", "2"],
                           cwd=REPO, capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0

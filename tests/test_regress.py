@@ -45,7 +45,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def harness(root: Path, action: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "analysis.cli", action, "--config", "configs/regress_small.yaml"],
+    return subprocess.run([PY, "-m", "analysis.commands.cli", action, "--config", "configs/regress_small.yaml"],
                           cwd=root, capture_output=True, text=True, env=env)
 
 
@@ -90,7 +90,7 @@ def test_one_extra_instruction_in_a_loop_fails_naming_the_kernel(tree: Path, tmp
 @pytest.fixture
 def golden_reg(tmp_path: Path):
     """The committed regression golden files copied to tmp_path, as a Regression."""
-    from analysis import regress
+    from analysis.commands import regress
 
     for suffix in (".csv", ".fingerprint.json"):
         shutil.copy(REPO / "results" / "golden" / f"regress{suffix}", tmp_path / f"regress{suffix}")
@@ -101,7 +101,7 @@ def golden_reg(tmp_path: Path):
 def reshape_fingerprint(reg) -> None:
     """Record the golden CSV's new shape in its fingerprint, as bless does: the golden set
     differs on purpose (a value now counted that was not, one no longer counted)."""
-    from analysis import regress
+    from analysis.commands import regress
 
     fp = reg.golden_fingerprint
     fp.write_text(json.dumps({**json.loads(fp.read_text()), **regress.golden_shape(reg.golden_csv)}))
@@ -109,7 +109,7 @@ def reshape_fingerprint(reg) -> None:
 
 def run_regress(reg, monkeypatch: pytest.MonkeyPatch, now, now_fp: dict | None = None) -> tuple[int, str]:
     """regress() with the sweep's counts and the fingerprint given: its verdict and report."""
-    from analysis import regress
+    from analysis.commands import regress
 
     golden_fp = json.loads(reg.golden_fingerprint.read_text())
     monkeypatch.setattr(regress, "run_sweep", lambda reg, cores: now)
@@ -119,7 +119,8 @@ def run_regress(reg, monkeypatch: pytest.MonkeyPatch, now, now_fp: dict | None =
 
 
 def test_missing_and_new_values_are_reported(golden_reg, monkeypatch: pytest.MonkeyPatch) -> None:
-    from analysis import regress, table
+    from analysis.core import table
+    from analysis.commands import regress
 
     now = table.read_counts(golden_reg.golden_csv)
     lines = golden_reg.golden_csv.read_text().splitlines()
@@ -141,7 +142,8 @@ def test_missing_and_new_values_are_reported(golden_reg, monkeypatch: pytest.Mon
 def test_a_moved_value_within_a_tolerance_rule_passes(golden_reg, monkeypatch: pytest.MonkeyPatch) -> None:
     """Exact by default; a tolerance rule (relative, by kernel/variant/metric pattern) lets a
     value move that much and no more."""
-    from analysis import regress, table
+    from analysis.core import table
+    from analysis.commands import regress
 
     now = table.read_counts(golden_reg.golden_csv)
     whole = now.index[now["metric"] == "whole.total"][0]
@@ -156,7 +158,7 @@ def test_a_moved_value_within_a_tolerance_rule_passes(golden_reg, monkeypatch: p
 
 
 def test_corrupt_golden_file(golden_reg) -> None:
-    from analysis import regress
+    from analysis.commands import regress
 
     golden_reg.golden_csv.write_text("kernel,variant\n\x00garbage,,,\n")
     with pytest.raises(regress.RegressError, match="is corrupt.*re-bless"):
@@ -167,7 +169,8 @@ def test_corrupt_golden_file(golden_reg) -> None:
 
 
 def test_fingerprint_mismatch_names_the_part_and_its_tolerance_set(golden_reg, monkeypatch: pytest.MonkeyPatch) -> None:
-    from analysis import regress, table
+    from analysis.core import table
+    from analysis.commands import regress
 
     now_fp = json.loads(golden_reg.golden_fingerprint.read_text())
     now_fp["qemu"] = "qemu-aarch64 version 7.2.0 (a newer build)"
@@ -205,7 +208,7 @@ def test_user_ci_workflow_is_a_valid_github_workflow(tmp_path: Path) -> None:
 def test_a_sweep_blocked_by_another_run_in_the_tree_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """Snakemake under --quiet all exits 1 without a word when another run holds the outputs it
     needs (two commands in one clone share build/): regress names the other run."""
-    from analysis import regress
+    from analysis.commands import regress
 
     reg = regress.load("configs/regress.yaml", {})
     monkeypatch.setattr(regress.subprocess, "run",

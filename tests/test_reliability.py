@@ -19,8 +19,11 @@ from typing import Callable
 
 import pytest
 
-from analysis import backends, collect, config, regress
+from analysis import backends
 from analysis.backends import gem5
+from analysis.commands import regress
+from analysis.core import config
+from analysis.stages import collect
 from conftest import PY, REPO
 
 # Names that exist only with the fix are looked up where they are used, so that every test
@@ -32,7 +35,7 @@ EVIL_RESULTS = "out$(touch pwned)"
 
 
 def cli(root: Path, *args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "analysis.cli", *args], cwd=root, capture_output=True, text=True, **kw)
+    return subprocess.run([PY, "-m", "analysis.commands.cli", *args], cwd=root, capture_output=True, text=True, **kw)
 
 
 def one_line(proc: subprocess.CompletedProcess, *needles: str, rc: int = 2) -> str:
@@ -209,7 +212,7 @@ def test_sigkill_mid_sweep_then_lock_message_unlock_and_identical_resume(referen
     sweep = ["sweep", "--config", "configs/tiny.yaml", "--cores", "2", "--set", f"results_dir={results}",
              "--set", f"build_dir={work / 'build'}"]
     before = _owned_stages()
-    proc = subprocess.Popen([PY, "-m", "analysis.cli", *sweep], cwd=REPO, start_new_session=True,
+    proc = subprocess.Popen([PY, "-m", "analysis.commands.cli", *sweep], cwd=REPO, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not (raw.exists() and any(raw.rglob("*.json"))) and proc.poll() is None and time.monotonic() < deadline:
@@ -424,7 +427,7 @@ def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path)
     sweep = hang_tree(tmp_path, 600)
     log = tmp_path / "results" / "logs" / "count" / "qemu" / "gcc" / "vla" / "max" / "hang-forever.log"
     before = _owned_stages()
-    proc = subprocess.Popen([PY, "-m", "analysis.cli", "sweep", "--config", str(sweep), "--cores", "2"], cwd=REPO,
+    proc = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(sweep), "--cores", "2"], cwd=REPO,
                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while not (log.exists() and "[1/2]" in log.read_text()) and proc.poll() is None and time.monotonic() < deadline:
@@ -438,7 +441,7 @@ def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path)
     assert "Traceback" not in out + err
     assert err.strip().splitlines()[-1].startswith("interrupted: ./harness sweep stopped")
     assert not (running & _owned_stages())
-    from analysis import guard
+    from analysis.commands import guard
 
     guard.check_lock()  # no stale lock left in the tree
 

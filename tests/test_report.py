@@ -95,11 +95,11 @@ def test_report_holds_figures_summary_provenance_and_explained_cells(swept: Path
 
 def test_report_command_rewrites_it_and_refuses_an_empty_results_dir(swept: Path, tmp_path: Path) -> None:
     (swept / "report.html").unlink()
-    ok = subprocess.run([PY, "-m", "analysis.cli", "report", "--config", str(TINY), "--set", f"results_dir={swept}"],
+    ok = subprocess.run([PY, "-m", "analysis.commands.cli", "report", "--config", str(TINY), "--set", f"results_dir={swept}"],
                         cwd=REPO, capture_output=True, text=True)
     assert ok.returncode == 0 and ok.stdout == f"report: {swept / 'report.html'}\n"
     empty = tmp_path / "nothing"
-    bad = subprocess.run([PY, "-m", "analysis.cli", "report", "--config", str(TINY), "--set", f"results_dir={empty}"],
+    bad = subprocess.run([PY, "-m", "analysis.commands.cli", "report", "--config", str(TINY), "--set", f"results_dir={empty}"],
                          cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 2 and not empty.exists()
     assert bad.stderr == f"error: no results in {empty} (no summary.md): run ./harness sweep --config {TINY} first\n"

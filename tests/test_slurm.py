@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import slurm
+from analysis.commands import slurm
 from tests.conftest import REPO, snakemake
 
 TINY = REPO / "tests" / "configs" / "slurm_tiny.yaml"
@@ -22,7 +22,7 @@ PY = sys.executable
 
 def harness_sweep(results: Path, build: Path, *extra: str, env: dict[str, str] | None = None,
                   **kw) -> subprocess.CompletedProcess:
-    cmd = [PY, "-m", "analysis.cli", "sweep", "--config", str(TINY), "--set", f"results_dir={results}",
+    cmd = [PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY), "--set", f"results_dir={results}",
            "--set", f"build_dir={build}", *extra]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=1500, **kw)
 
@@ -101,7 +101,7 @@ Error in rule count_qemu:
     output: /r/raw/qemu/gcc/vla/max/copy-acle_4v.json
     log: /r/logs/count/qemu/gcc/vla/max/copy-acle_4v.log, /repo/.snakemake/slurm_logs/rule_count_qemu/gcc_vla_max_copy_acle_4v/57.log (check log file(s) for error details)
     shell:
-        python -m analysis.count --out /r/raw/qemu/gcc/vla/max/copy-acle_4v.json
+        python -m analysis.stages.count --out /r/raw/qemu/gcc/vla/max/copy-acle_4v.json
         (command exited with non-zero exit code)
     external_jobid: 57
 Shutting down, this might take some time.
@@ -231,7 +231,7 @@ def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
     results, build = slurm_work / "cancel-results", slurm_work / "slurm-build"  # built by slurm_run
     block = blocker(local_slurm)
     try:
-        sweep = subprocess.Popen([PY, "-m", "analysis.cli", "sweep", "--config", str(TINY),
+        sweep = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
                                   "--set", f"results_dir={results}", "--set", f"build_dir={build}", "--slurm", "local"],
                                  cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         pending = wait_for(lambda: [j for j in subprocess.run(
@@ -274,7 +274,7 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
                                         capture_output=True, text=True).stdout.strip() == "idle", 60)
         # Down while the sweep's jobs wait in the queue: the sweep stops and cancels them.
         block = blocker(local_slurm)
-        sweep = subprocess.Popen([PY, "-m", "analysis.cli", "sweep", "--config", str(TINY),
+        sweep = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
                                   "--set", f"results_dir={results}", "--set", f"build_dir={slurm_work / 'down-build'}",
                                   "--slurm", "local"],
                                  cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import guard
+from analysis.commands import guard
 
 
 def test_local_runs_use_the_greedy_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -22,7 +22,7 @@ def test_local_runs_keep_scontrol_from_waiting_for_a_controller(monkeypatch: pyt
     monkeypatch.setattr(guard.shutil, "which", lambda name: "/usr/bin/scontrol" if name == "scontrol" else None)
     cmd = guard.snakemake_cmd("configs/tiny.yaml", {}, 2, [])
     assert cmd[:2] == ["env", "SLURM_CONF=/dev/null"] and cmd[2].endswith("snakemake")
-    # Through Slurm the first word is Snakemake's (analysis.slurm inserts its profile after it).
+    # Through Slurm the first word is Snakemake's (analysis.commands.slurm inserts its profile after it).
     assert guard.snakemake_cmd("configs/tiny.yaml", {}, 2, [], slurm=True)[0].endswith("snakemake")
     # A configuration of the caller's is theirs; without scontrol there is nothing to wait for.
     monkeypatch.setenv("SLURM_CONF", "/etc/slurm/slurm.conf")

@@ -8,8 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import config, plot
-from analysis.verdict import Line, decide
+from analysis.core import config
+from analysis.stages import plot
+from analysis.stages.verdict import Line, decide
 from conftest import REPO
 
 DEFAULT = REPO / "configs" / "default.yaml"
@@ -243,7 +244,7 @@ def test_ratio_aggregate_mean(num: dict, result: str) -> None:
 def test_nonlinear_cell_is_flagged_in_the_summary(tmp_path: Path) -> None:
     """ROI(2n) - ROI(n) against ROI(n) - ROI(0): 2 % apart is flagged (non-linear), 0.5 % is not;
     the summary lists the flagged cell only."""
-    from analysis import subtract
+    from analysis.stages import subtract
 
     cell = {"op": "-", "dtype": "uint8", "layout": "contiguous", "build": "vla", "cpu_model": "max",
             "backend": "qemu", "compiler": "gcc", "metric": "roi.total"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import table
+from analysis.core import table
 from conftest import REPO, snakemake
 
 TINY = REPO / "configs" / "tiny.yaml"

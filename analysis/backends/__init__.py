@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, TextIO
 
-from analysis.config import Job, Run, Sweep
+from analysis.core.config import Job, Run, Sweep
 
 
 class RunError(Exception):

@@ -28,14 +28,14 @@ from typing import Any, Iterator, TextIO
 
 from analysis.backends import (Plan, Ready, RunError, cell_name, client_metrics, count_job, parse_ok_line,
                                run_limited, staged)
-from analysis.config import VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep
-from analysis.toolchain import ToolchainError, first_line
+from analysis.core.config import VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep
+from analysis.core.toolchain import ToolchainError, first_line
 
 NAME = "armie"
 STAGE = "count"
 MARKER = "roi_armie.S"
 EXCLUSIVE = False
-TABLE = "counts.csv"  # where its rows go (analysis.collect)
+TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
 
 INSCOUNT_CLIENT = "libinscount_emulated.so"
 OPCODES_CLIENT = "libopcodes_emulated.so"

@@ -20,15 +20,15 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-from analysis import config
 from analysis.backends import Plan, Ready, RunError, cell_name, count_job, parse_ok_line, run_limited, staged
-from analysis.config import REPO, Job, Run, Sweep, cross_build
+from analysis.core import config
+from analysis.core.config import REPO, Job, Run, Sweep, cross_build
 
 NAME = "gem5"
 STAGE = "simulate"
 MARKER = "roi_gem5.S"
 EXCLUSIVE = False
-TABLE = "counts.csv"  # where its rows go (analysis.collect)
+TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
 
 SCRIPT = REPO / "gem5_scripts" / "se_sve.py"
 # Statistics of the ROI block: name in stats.txt (system built by se_sve.py) -> metric.

@@ -7,11 +7,12 @@ Each process is started as
 with counting disabled until the kernel's roi_perf.o writes "enable" to the control pipe at
 a measured ROI and "disable" after it (docs/contracts.md section 4). The process repeats its
 call (warm-up calls, then `calls` measured ones), so perf's totals are per process and
-`analysis.perftable` divides them by `calls`. Events this machine cannot count are kept as
+`stats_rows` divides them by `calls`. Events this machine cannot count are kept as
 rows with status unsupported; the run goes on.
 """
 from __future__ import annotations
 
+import math
 import os
 import platform
 import shutil
@@ -23,13 +24,13 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from analysis.backends import Plan, Ready, RunError, cell_name, check_vl_seen, parse_ok_line, staged
-from analysis.config import Job, KernelRow, Run, Sweep
+from analysis.core.config import Job, KernelRow, Run, Sweep
 
 NAME = "perf"
 STAGE = "measure"
 MARKER = "roi_perf.c"  # perf control, timing and repetitions, built per native build
 EXCLUSIVE = True  # a measurement takes every core, so nothing else runs beside it
-TABLE = "perf.csv"  # where its rows go (analysis.perftable: statistics over processes)
+TABLE = "perf.csv"  # where its rows go: statistics over processes (stats_rows, analysis.stages.collect --stats)
 
 SEP = ";"  # perf does not quote fields; event names may contain commas
 OK, UNSUPPORTED, NOT_COUNTED, UNKNOWN = "ok", "unsupported", "not_counted", "unknown_event"
@@ -182,13 +183,63 @@ def inputs(build_dir: Path) -> list[str]:
 
 def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
     """Per call, the mean over processes of each counted event, and the time in ns (perf.csv,
-    analysis.perftable, has their spread)."""
+    stats_rows, has their spread)."""
     procs = run["processes"]
     for event, probed in meta["events"].items():
         values = [c["value"] for p in procs for c in p["counters"] if c["event"] == event and c["status"] == OK]
         if probed == OK and len(values) == len(procs):
             yield f"perf.{event}", round(statistics.fmean(values) / meta["calls"])
     yield "perf.time_per_call_ns", round(statistics.fmean(t for p in procs for t in p["times_ns"]))
+
+
+TIME, BANDWIDTH = "time_per_call", "bandwidth"  # the metrics stats_rows adds to the events
+
+
+def describe(values: list[float]) -> dict[str, float]:
+    """n, mean, sample standard deviation (0 for one value), min, max."""
+    return {"n": len(values), "mean": statistics.fmean(values),
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0, "min": min(values), "max": max(values)}
+
+
+def traffic_bytes(traffic: dict[str, float], size: int) -> float | None:
+    """Bytes one call moves as the kernel table declares them (no write-allocate), or None."""
+    if not traffic:
+        return None
+    return (traffic["read"] + traffic["write"]) * size
+
+
+def stats_rows(meta: dict[str, Any], rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """One cell's rows of perf.csv: each configured event (a missing counter is a status, never
+    a zero), the time per call and, where the kernel table declares its traffic, the bandwidth."""
+    calls = meta["calls"]
+    procs = rec["processes"]
+    key = {"kernel": meta["kernel"], "variant": meta["variant"], "op": rec["op"], "dtype": rec["dtype"],
+           "layout": meta["layout"], "build": meta["build"], "cpu_model": meta["cpu_model"], "backend": "perf",
+           "compiler": meta["compiler"], "vl": rec["vl"], "size": rec["size"]}
+    rows = []
+    # Each process's counters by event (the backend names them as configured).
+    by_event = [{c["event"]: c for c in p["counters"]} for p in procs]
+    for event, probed in meta["events"].items():
+        row = {**key, "metric": event, "unit": "", "running_pct": math.nan}
+        if probed == UNKNOWN:
+            rows.append({**row, "status": UNKNOWN, "n": 0})
+            continue
+        counters = [counts[event] for counts in by_event]
+        bad = [c["status"] for c in counters if c["status"] != OK]
+        if bad:
+            rows.append({**row, "status": bad[0], "unit": counters[0]["unit"], "n": 0})
+            continue
+        pct = [c["running_pct"] for c in counters if c["running_pct"] is not None]
+        rows.append({**row, "status": OK, "unit": counters[0]["unit"],
+                     "running_pct": min(pct) if pct else math.nan,
+                     **describe([c["value"] / calls for c in counters])})
+    per_proc_ns = [statistics.fmean(p["times_ns"]) for p in procs]
+    rows.append({**key, "metric": TIME, "status": OK, "unit": "ns", "running_pct": math.nan, **describe(per_proc_ns)})
+    moved = traffic_bytes(meta.get("traffic") or {}, rec["size"])
+    if moved is not None:
+        rows.append({**key, "metric": BANDWIDTH, "status": OK, "unit": "GB/s", "running_pct": math.nan,
+                     **describe([moved / ns for ns in per_proc_ns])})  # bytes per ns = GB/s
+    return rows
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:

@@ -18,14 +18,14 @@ from typing import Any, Iterator, TextIO
 
 from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, Plan, Ready, RunError, cell_name, client_metrics,
                                count_job, parse_ok_line, run_limited, staged)
-from analysis.config import Job, Run, Sweep
-from analysis.toolchain import ToolchainError, first_line
+from analysis.core.config import Job, Run, Sweep
+from analysis.core.toolchain import ToolchainError, first_line
 
 NAME = "qemu"
 STAGE = "count"
 MARKER = "roi_qemu.S"
 EXCLUSIVE = False
-TABLE = "counts.csv"  # where its rows go (analysis.collect)
+TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
 
 QEMU = "qemu-aarch64"
 SUPPORTED_QEMU = "7.2"  # the plugin API (version 1) and its struct layouts are those of 7.2

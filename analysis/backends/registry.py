@@ -3,9 +3,9 @@
 """
 from __future__ import annotations
 
-from analysis import toolchain
 from analysis.backends import Backend, Ready, armie, gem5, perf, qemu
-from analysis.config import Job, Sweep
+from analysis.core import toolchain
+from analysis.core.config import Job, Sweep
 
 REGISTRY: dict[str, Backend] = {b.NAME: b for b in (qemu, armie, gem5, perf)}
 

@@ -25,8 +25,9 @@ import pandas as pd
 import yaml
 
 import analysis
-from analysis import config, guard, table, toolchain
 from analysis.backends import registry
+from analysis.commands import guard
+from analysis.core import config, table, toolchain
 
 REPO = config.REPO
 # Sources whose change can move counts without any kernel changing: part of the fingerprint.

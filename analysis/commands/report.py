@@ -27,7 +27,8 @@ import jinja2
 import pandas as pd
 from markdown_it import MarkdownIt
 
-from analysis import config
+from analysis.core import config
+from analysis.stages.plot import METRIC
 
 NAME = "report.html"
 # summary.md links each explained cell as explain/<slug>.md: on the page it is a section.
@@ -88,7 +89,6 @@ def caption(fig: dict[str, Any], ratio: bool) -> str:
     what = ", ".join(" ".join(str(v) for v in sel.values()) for sel in fig["series"])
     if fig.get("kind"):  # perf figures (time, bandwidth)
         return f"{fig['title']}. Native runs under perf ({fig['kind']} per call) of {what}; host baselines dashed."
-    from analysis.plot import METRIC
 
     metric = fig.get("ylabel") or fig.get("metric", METRIC)
     if ratio:

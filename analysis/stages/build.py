@@ -8,10 +8,10 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from analysis import mpi
 from analysis.backends.registry import REGISTRY
-from analysis.config import REPO, KernelTable, Sweep, parse_build, vl_rule_defines
-from analysis.toolchain import COMPILERS, compiler_cflags
+from analysis.core import mpi
+from analysis.core.config import REPO, KernelTable, Sweep, parse_build, vl_rule_defines
+from analysis.core.toolchain import COMPILERS, compiler_cflags
 
 INCLUDE = REPO / "kernels" / "include"
 ROI_SOURCES = REPO / "kernels" / "roi"
@@ -128,7 +128,7 @@ def plugin_cmd(client: str, out: Path | str) -> list[str]:
     out = Path(out)
     if client == PLUGIN_CORE:
         return ["gcc", *PLUGIN_FLAGS, "-o", str(out), str(PLUGIN_SOURCES / f"{PLUGIN_CORE}.c")]
-    # The VL rule comes from analysis.config (vl_rule_defines): the clients do not restate it.
+    # The VL rule comes from analysis.core.config (vl_rule_defines): the clients do not restate it.
     return ["gcc", *PLUGIN_FLAGS, *vl_rule_defines(), "-o", str(out), str(PLUGIN_SOURCES / f"{client}.c"),
             str(PLUGIN_SOURCES / "decode.c"),
             f"-L{out.parent}", f"-l{PLUGIN_CORE}", "-Wl,-rpath,$ORIGIN"]
@@ -193,7 +193,7 @@ def reduce_matrix_header(table: KernelTable) -> str:
         for d in op.dtypes
     ))
     return (
-        "/* Generated from the kernel table (configs/kernels.yaml) by analysis/build.py: do not edit. */\n"
+        "/* Generated from the kernel table (configs/kernels.yaml) by analysis/stages/build.py: do not edit. */\n"
         "#ifndef REDUCE_MATRIX_H\n#define REDUCE_MATRIX_H\n"
         "#define REDUCE_MATRIX(X) \\\n" + " \\\n".join(entries) + "\n#endif\n"
     )
@@ -237,14 +237,14 @@ def roi_check_shell(name: str, objects: list[Path] | list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m analysis.build check-roi NAME OBJ...`: refuse to link a kernel whose objects
+    """`python -m analysis.stages.build check-roi NAME OBJ...`: refuse to link a kernel whose objects
     never call the ROI markers, with a message that says what to add. (The link rule runs the
     same check as a shell command, roi_check_shell, without starting Python per binary.)"""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 3 or args[0] != "check-roi":
-        print("usage: python -m analysis.build check-roi NAME OBJ...", file=sys.stderr)
+        print("usage: python -m analysis.stages.build check-roi NAME OBJ...", file=sys.stderr)
         return 2
     msg = roi_check_message(args[1], [Path(a) for a in args[2:]])
     if msg:

@@ -38,10 +38,12 @@ from typing import Any
 
 import yaml
 
-from analysis import build, config, guard, mpi, toolchain
-from analysis.guard import snakemake_cmd
 from analysis.backends import RunError, perf, qemu, staged
-from analysis.config import REPO, ConfigError
+from analysis.commands import guard
+from analysis.commands.guard import snakemake_cmd
+from analysis.core import config, mpi, toolchain
+from analysis.core.config import REPO, ConfigError
+from analysis.stages import build
 
 LINE = re.compile(r"^(?:(?P<compiler>[a-z]+):)?(?P<kernel>[a-z][a-z0-9_]*)/(?P<variant>[a-z][a-z0-9_]*)(?:@(?P<rev>\S+))?$")
 NO_CHANGE, SLOWER, FASTER = "no change", "slower", "faster"

@@ -13,9 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis import config, guard, mpi, report, slurm, toolchain
 from analysis.backends import RunError, clean_stale_stages, perf, qemu, registry
-from analysis.guard import snakemake_cmd
+from analysis.commands import explain, guard, regress, report, slurm
+from analysis.commands.guard import snakemake_cmd
+from analysis.core import config, mpi, toolchain
+from analysis.stages import build
 
 REPO = config.REPO
 MPI_HINT = ("Open MPI figures (paper Fig. 9, 10): ./harness sweep --config configs/mpi.yaml "
@@ -162,7 +164,10 @@ def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
     })
     config.check_vl(ns.vl, "--vl")
     if ns.build != "vla":
-        bits = int(ns.build[3:]) if ns.build[3:].isdigit() and ns.build.startswith("vls") else -1
+        try:
+            bits = config.parse_build(ns.build).vls_bits
+        except config.ConfigError:
+            bits = None
         if bits not in config.VLS_ALLOWED:
             raise config.ConfigError(f"--build {ns.build}: use vla or vls<N> with N in {', '.join(map(str, config.VLS_ALLOWED))}")
         if bits != ns.vl:
@@ -183,7 +188,6 @@ def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
 
 def cmd_count(ns: argparse.Namespace) -> int:
     """Build one binary if needed, run it at size 0 and n, print its ROI counts."""
-    from analysis import build
 
     sweep, job = single_cell(ns)
     toolchain.preflight([ns.compiler])
@@ -224,14 +228,12 @@ LOCKING = ("sweep", "validate", "count", "bless", "regress", "test")
 
 
 def cmd_regress(ns: argparse.Namespace) -> int:
-    from analysis import regress
 
     args = [ns.cmd, "--config", ns.config, "--cores", str(ns.cores)] + [a for kv in ns.set for a in ("--set", kv)]
     return regress.main(args)
 
 
 def cmd_explain(ns: argparse.Namespace) -> int:
-    from analysis import explain
 
     return explain.main(ns.pytest_args)
 
@@ -244,7 +246,6 @@ def cmd_test(ns: argparse.Namespace) -> int:
                          cwd=REPO)
     if rc != 0 or ns.pytest_args:
         return rc
-    from analysis import regress
 
     print("regress: configs/regress.yaml against results/golden/ (re-bless with ./harness bless)", flush=True)
     return regress.main(["regress", "--config", "configs/regress.yaml"])

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis import config
 from analysis.backends import content_sha256
+from analysis.core import config
 
 FIX = "delete it and re-run the sweep, which recounts that job"
 
@@ -128,7 +128,12 @@ def check_plan(doc: dict[str, Any], path: Path, job: config.Job) -> None:
 META_KEYS = ("kernel", "variant", "backend", "compiler", "build", "cpu_model", "layout")
 
 
-def find_job(doc: dict[str, Any], path: Path, jobs: list[config.Job]) -> config.Job:
+def job_key(backend: str, compiler: str, build: str, cpu_model: str, kernel: str, variant: str) -> tuple[str, ...]:
+    return (backend, compiler, build, cpu_model, kernel, variant)
+
+
+def find_job(doc: dict[str, Any], path: Path, jobs: dict[tuple[str, ...], config.Job]) -> config.Job:
+    """The planned job a raw file claims to be (`jobs` by job_key), checked against its path."""
     meta = doc["meta"]
     for key in META_KEYS:
         if not isinstance(meta.get(key), str):
@@ -136,20 +141,20 @@ def find_job(doc: dict[str, Any], path: Path, jobs: list[config.Job]) -> config.
     where = (meta["backend"], meta["compiler"], meta["build"], meta["cpu_model"], f"{meta['kernel']}-{meta['variant']}.json")
     if path.parts[-5:] != where:
         raise RawError(f"raw file {path} holds the job {'/'.join(where)}: it was copied or edited; {FIX}")
-    for j in jobs:
-        b = j.binary
-        if (b.backend, b.compiler, b.build, j.cpu_model, b.kernel, b.variant) == (
-                meta["backend"], meta["compiler"], meta["build"], meta["cpu_model"], meta["kernel"], meta["variant"]):
-            return j
-    raise RawError(f"raw file {path} is of {meta['backend']}/{meta['compiler']}/{meta['build']}/{meta['cpu_model']}/"
-                   f"{meta['kernel']}-{meta['variant']}, which this sweep does not plan; {FIX}")
+    key = job_key(meta["backend"], meta["compiler"], meta["build"], meta["cpu_model"], meta["kernel"], meta["variant"])
+    if key not in jobs:
+        raise RawError(f"raw file {path} is of {meta['backend']}/{meta['compiler']}/{meta['build']}/{meta['cpu_model']}/"
+                       f"{meta['kernel']}-{meta['variant']}, which this sweep does not plan; {FIX}")
+    return jobs[key]
 
 
 def load_checked(paths: list[Path], jobs: list[config.Job]) -> list[dict[str, Any]]:
     """Every raw file, read and checked against the plan of its job."""
+    by_key = {job_key(j.binary.backend, j.binary.compiler, j.binary.build, j.cpu_model, j.binary.kernel,
+                      j.binary.variant): j for j in jobs}
     docs = []
     for path in paths:
         doc = read_raw(path)
-        check_plan(doc, path, find_job(doc, path, jobs))
+        check_plan(doc, path, find_job(doc, path, by_key))
         docs.append(doc)
     return docs

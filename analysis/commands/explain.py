@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import config, table
-from analysis.toolchain import OBJDUMP
+from analysis.core import config, table
+from analysis.core.toolchain import OBJDUMP
 
 SKIP_FUNCS = ("roi_begin", "roi_end", "main", "?")
 

@@ -40,10 +40,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from analysis import build, config
+import yaml
+
+from analysis.backends import gem5 as G
 from analysis.backends import perf, qemu
-from analysis.cli import snakemake_cmd
-from analysis.table import read_counts
+from analysis.commands.guard import snakemake_cmd
+from analysis.core import config, mpi
+from analysis.core.table import read_counts
+from analysis.stages import build
 
 REPO = config.REPO
 # The targets of issue 14 (2 cores); bench prints each figure beside its own.
@@ -148,8 +152,6 @@ def overhead(cfg: str, work: Path, min_seconds: float, repeats: int = 5) -> dict
 def gem5_cycle_sweep(cfg: str, work: Path, cores: int) -> dict[str, Any] | None:
     """The default cycle sweep (where gem5 is found) on top of an already counted tree, and
     gem5's simulation speed: O3 from the ROI blocks, fast-forward from the rest of each run."""
-    from analysis.backends import gem5 as G
-
     sweep = config.load(REPO / cfg)
     if sweep.gem5 is None:
         return None
@@ -204,7 +206,7 @@ def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, with_def
         if name == "default" and not with_default:
             continue
         def cli(tree: Path, *slurm: str) -> list[str]:
-            return [sys.executable, "-m", "analysis.cli", "sweep", "--config", cfg, "--cores", str(cores), *slurm,
+            return [sys.executable, "-m", "analysis.commands.cli", "sweep", "--config", cfg, "--cores", str(cores), *slurm,
                     "--set", f"results_dir={tree / 'results'}", "--set", f"build_dir={tree / 'build'}", "--", "counts_all"]
 
         args = cli(work / f"slurm-{name}", "--slurm", "local")
@@ -228,10 +230,6 @@ def mpi_timings(work: Path, cores: int) -> dict[str, Any]:
     """The Open MPI 5 build time (setup/ompi5.sh writes it into its stamp) and the MPI sweep
     (configs/mpi.yaml) from a clean tree, restricted to the rows whose library is here: each
     part absent says why in one line."""
-    import yaml
-
-    from analysis import mpi
-
     out: dict[str, Any] = {}
     lib = mpi.library("ompi5")
     stamp = dict(ln.split("=", 1) for ln in (lib.prefix.parent / "installed").read_text().split()) \
@@ -307,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         r = report["rerun_noop"] = figure(wall, cpu, TARGETS["rerun_noop_s"])
         print(f"re-run, nothing changed: {r['seconds']} s ({verdict(r['seconds'], r['target_s'])})", flush=True)
         # regress exits 1 when counts moved: still a timing; 2 (unusable golden files) stops the bench.
-        wall, cpu, rc = timed([sys.executable, "-m", "analysis.regress", "regress", "--config", ns.regress_config,
+        wall, cpu, rc = timed([sys.executable, "-m", "analysis.commands.regress", "regress", "--config", ns.regress_config,
                                "--set", f"results_dir={work / 'regress' / 'results'}",
                                "--set", f"build_dir={work / 'regress' / 'build'}"], ok=(0, 1), cwd=REPO)
         g = report["regression_set"] = figure(wall, cpu, TARGETS["regression_set_s"], config=ns.regress_config, passed=rc == 0)

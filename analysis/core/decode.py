@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from analysis.toolchain import OBJDUMP
+from analysis.core.toolchain import OBJDUMP
 
 _LINE = re.compile(r"^\s*([0-9a-f]+):\s+([0-9a-f]{8})\s+(.*)$")
 

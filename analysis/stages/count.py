@@ -5,7 +5,7 @@ its runs, binary, CPU model, time limits, guest environment, the meta its raw fi
 the tool versions the workflow's preflight found, what its backend needs) under
 <results>/plans/. The job's rule hands it its plan:
 
-    python -m analysis.count --plan PLAN --out RAW
+    python -m analysis.stages.count --plan PLAN --out RAW
 
 and the job runs it through its backend (analysis.backends.registry), without reading the
 sweep again. It writes one JSON file of raw per-run records, or fails with one line naming
@@ -17,9 +17,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis import build, config, mpi, toolchain
 from analysis.backends import Plan, Ready, RunError, clean_stale_stages, exit_on_signals, write_raw
 from analysis.backends.registry import REGISTRY
+from analysis.core import config, mpi, toolchain
+from analysis.stages import build
 
 
 def job_path(root: Path, job: config.Job, suffix: str) -> Path:

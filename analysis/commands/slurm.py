@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from analysis import config
+from analysis.core import config
 
 PROFILES = config.REPO / "configs" / "profiles"
 GENERIC = PROFILES / "slurm"

@@ -18,8 +18,8 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from analysis.config import REPO, KernelTable, Sweep
-from analysis.toolchain import ToolchainError
+from analysis.core.config import REPO, KernelTable, Sweep
+from analysis.core.toolchain import ToolchainError
 
 SESSION_SOURCE = REPO / "kernels" / "mpi" / "session.c"
 # A 4.1 singleton without this tries to start an orted daemon (an arm64 executable the host

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from analysis.backends.registry import REGISTRY
-from analysis.config import parse_build
-from analysis.decode import decode, mnemonic
+from analysis.core.config import parse_build
+from analysis.core.decode import decode, mnemonic
 
 
 def run_metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:

@@ -1,15 +1,23 @@
-"""Collect stage entry point: raw count files -> results/counts.csv + provenance.csv."""
+"""Collect stage entry point: raw files -> one tidy table.
+
+- count backends: results/counts.csv (baseline subtracted) + provenance.csv;
+- `--stats`: the perf backend's raw process records -> results/perf.csv, statistics over
+  processes per cell (analysis.backends.perf.stats_rows).
+"""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analysis import config, parse, rawcheck, subtract, table
+from analysis.backends import perf
 from analysis.backends.registry import all_jobs
+from analysis.core import config, table
+from analysis.stages import parse, rawcheck, subtract
 
 
 def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -33,13 +41,36 @@ def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def stats(raw_files: list[Path]) -> pd.DataFrame:
+    rows = []
+    for f in raw_files:
+        doc = json.loads(Path(f).read_text())
+        for rec in doc["runs"]:
+            rows += perf.stats_rows(doc["meta"], rec)
+    return pd.DataFrame(rows, columns=[c for c in table.STATS_COLUMNS if c != "schema_version"])
+
+
+def main_stats(out: Path, raw: list[Path]) -> int:
+    try:
+        table.write_stats(stats(raw), out)
+    except (OSError, KeyError, ValueError, table.TableError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     config.add_sweep_args(p)
-    p.add_argument("--counts", required=True, type=Path)
-    p.add_argument("--provenance", required=True, type=Path)
-    p.add_argument("raw", nargs="+", type=Path)
+    p.add_argument("--counts", type=Path)
+    p.add_argument("--provenance", type=Path)
+    p.add_argument("--stats", type=Path, help="write perf.csv from perf raw files instead")
+    p.add_argument("raw", nargs="*", type=Path)
     ns = p.parse_args(argv)
+    if ns.stats:
+        return main_stats(ns.stats, ns.raw)
+    if not (ns.counts and ns.provenance and ns.raw):
+        p.error("--counts, --provenance and raw files are required (or --stats)")
     try:
         sweep = config.load_from_args(ns)
         docs = rawcheck.load_checked(ns.raw, all_jobs(sweep))

@@ -1,4 +1,5 @@
-"""The tidy table `counts.csv` and its provenance sidecar: schema, writer, reader.
+"""The tidy tables: `counts.csv` (one integer per key) with its provenance sidecar, and
+`perf.csv` (statistics over processes per key): schema, writer, reader.
 
 The writer refuses duplicate keys and writes atomically (temporary file, then rename), so a
 failed run never leaves a table that a later step reads as complete.
@@ -15,6 +16,9 @@ SCHEMA_VERSION = 2
 KEY = ["kernel", "variant", "op", "dtype", "layout", "build", "cpu_model", "backend", "compiler", "vl", "size", "metric"]
 COLUMNS = KEY + ["value", "schema_version"]
 PROVENANCE_KEY = KEY[:-1]
+# perf.csv: n, mean, std, min, max over a cell's processes; status says why a row has none.
+STATS_COLUMNS = KEY + ["status", "unit", "n", "mean", "std", "min", "max", "running_pct", "schema_version"]
+STATS = ("n", "mean", "std", "min", "max", "running_pct")
 
 
 class TableError(Exception):
@@ -55,3 +59,16 @@ def read_counts(path: Path) -> pd.DataFrame:
 
 def read_provenance(path: Path) -> pd.DataFrame:
     return read_counts(path)  # the same key columns, read the same way
+
+
+def write_stats(df: pd.DataFrame, path: Path) -> None:
+    df = df.assign(schema_version=SCHEMA_VERSION)[STATS_COLUMNS].sort_values(KEY, kind="stable").reset_index(drop=True)
+    check_unique(df, KEY, str(path))
+    write_csv(df, path)
+
+
+def read_stats(path: Path) -> pd.DataFrame:
+    df = read_counts(path)
+    for col in STATS:
+        df[col] = pd.to_numeric(df[col], errors="coerce")  # empty: no statistics (unsupported)
+    return df

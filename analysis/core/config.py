@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = REPO / "configs" / "schema"
 
 # The SVE vector-length rule, stated once: multiples of 128 bits from 128 to 2048. The C
@@ -62,8 +62,8 @@ class Family:
     params: dict[str, Any]
     ops: dict[str, OpSpec]
     traffic: dict[str, float]  # bytes read/written per call as multiples of size; {} = undeclared
-    mpi: bool = False  # links an arm64 Open MPI (analysis/mpi.py)
-    mpi_library: str = "debian"  # which one: analysis.mpi.LIBRARIES
+    mpi: bool = False  # links an arm64 Open MPI (analysis/core/mpi.py)
+    mpi_library: str = "debian"  # which one: analysis.core.mpi.LIBRARIES
     cflags: tuple[str, ...] = ()
 
 

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.config import REPO
+from analysis.core.config import REPO
 
 LOCK_DIR = REPO / ".snakemake" / "locks"
 # Derived outputs of a sweep (tables, figures, summaries); raw counts, logs and golden files stay.
@@ -39,7 +39,7 @@ def local_env_prefix() -> list[str]:
 
 def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str],
                   slurm: bool = False) -> list[str]:
-    """`slurm`: the command analysis.slurm runs (its first word must be Snakemake's)."""
+    """`slurm`: the command analysis.commands.slurm runs (its first word must be Snakemake's)."""
     conf = [f"sweep={sweep_path}"] + [f"{k}={v}" for k, v in overrides.items()]
     return [
         *([] if slurm else local_env_prefix()),
