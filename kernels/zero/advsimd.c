@@ -12,12 +12,8 @@ static inline uint8x16_t or4(const uint8_t *p)
 
 HARNESS_KERNEL int buffer_is_zero(const uint8_t *buf, size_t len)
 {
-    if (len < 64) {
-        uint8_t t = 0;
-        for (size_t i = 0; i < len; i++)
-            t |= buf[i];
-        return t == 0;
-    }
+    if (len < 64)
+        return zero_bytes(buf, len);
     if (zero_early_nonzero(buf, len))
         return 0;
     for (size_t i = 0; i + 64 <= len; i += 64)

@@ -5,12 +5,8 @@
 
 HARNESS_KERNEL int buffer_is_zero(const uint8_t *buf, size_t len)
 {
-    if (len < 8) {
-        uint8_t t = 0;
-        for (size_t i = 0; i < len; i++)
-            t |= buf[i];
-        return t == 0;
-    }
+    if (len < 8)
+        return zero_bytes(buf, len);
     if (zero_early_nonzero(buf, len))
         return 0;
     size_t i = 0;

@@ -19,6 +19,15 @@ static inline uint64_t zero_load64(const uint8_t *p)
     return w;
 }
 
+/* A buffer too short for the variant's blocks: byte by byte. */
+static inline int zero_bytes(const uint8_t *buf, size_t len)
+{
+    uint8_t t = 0;
+    for (size_t i = 0; i < len; i++)
+        t |= buf[i];
+    return t == 0;
+}
+
 /* The cheap early test: 1 when the first, middle or last word is non-zero (len >= 8). */
 static inline int zero_early_nonzero(const uint8_t *buf, size_t len)
 {
