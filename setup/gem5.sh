@@ -32,7 +32,8 @@ VERSION="${GEM5_VERSION:-$PINNED_VERSION}"
 [[ "$VERSION" == "$PINNED_VERSION" ]] \
     || bad "unknown gem5 version '$VERSION'; this harness pins $PINNED_VERSION (unset GEM5_VERSION)"
 
-CACHE="${HARNESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sve-harness}"
+# shellcheck source=setup/cache.sh
+source "$(dirname "$0")/cache.sh"
 DIR="$CACHE/gem5-$VERSION"
 SRC="$DIR/src"
 BIN="$SRC/build/ARMNR/gem5.fast"
@@ -43,8 +44,7 @@ if [[ "${1:-}" == --path ]]; then echo "$BIN"; exit 0; fi
 [[ $# -eq 0 ]] || bad "unknown option '$1'; usage: $ME [--path]"
 
 # A second call does nothing: the stamp names the commit and the binary's checksum.
-if [[ -x "$BIN" && -f "$STAMP" ]] && grep -qx "commit=$PINNED_COMMIT" "$STAMP" \
-        && grep -qx "sha256=$(sha256sum "$BIN" | cut -d' ' -f1)" "$STAMP"; then
+if [[ -x "$BIN" ]] && stamp_current "$BIN" "$STAMP" "$PINNED_COMMIT"; then
     say "gem5 $VERSION is built: $BIN"
     exit 0
 fi
@@ -53,14 +53,7 @@ for tool in scons g++ m4 python3-config; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found; fix: setup/install.sh --with-gem5 (installs gem5's build dependencies)"
 done
 
-# The disk is measured where the cache will be (its nearest existing parent: nothing is
-# created before every check passed).
-probe="$DIR"
-while [[ ! -d "$probe" ]]; do probe=$(dirname "$probe"); done
-free_kib=$(df -Pk "$probe" | awk 'NR == 2 { print $4 }')
-if (( free_kib < NEED_GIB * 1024 * 1024 )); then
-    bad "not enough disk at $probe: $((free_kib / 1024 / 1024)) GiB free, the gem5 build needs $NEED_GIB GiB; free space or set HARNESS_CACHE"
-fi
+need_disk "$DIR" "$NEED_GIB" "the gem5 build"
 
 # A given source is checked against the pinned release before anything is copied or built.
 if [[ ! -f "$SRC/SConstruct" && -n "${GEM5_SRC:-}" ]]; then

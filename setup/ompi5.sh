@@ -41,9 +41,12 @@ UPSTREAM="https://github.com/open-mpi/ompi.git"
 NEED_GIB=${OMPI5_NEED_GIB:-3}
 
 die() { echo "$ME: $*" >&2; exit 1; }
+# Bad input (disk): exit 2 before anything under the cache is created.
+bad() { echo "$ME: $*" >&2; exit 2; }
 say() { echo "$ME: $*" >&2; }
 
-CACHE="${HARNESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sve-harness}"
+# shellcheck source=setup/cache.sh
+source "$(dirname "$0")/cache.sh"
 DIR="$CACHE/ompi-$VERSION"
 SRC="$DIR/src"
 BUILD="$DIR/build"
@@ -56,8 +59,7 @@ if [[ "${1:-}" == --path ]]; then echo "$PREFIX"; exit 0; fi
 [[ $# -eq 0 ]] || die "unknown option '$1'; usage: $ME [--path]"
 
 # A second call does nothing: the stamp names the commit and the library's checksum.
-if [[ -f "$LIB" && -f "$STAMP" ]] && grep -qx "commit=$PINNED_COMMIT" "$STAMP" \
-        && grep -qx "sha256=$(sha256sum "$LIB" | cut -d' ' -f1)" "$STAMP"; then
+if stamp_current "$LIB" "$STAMP" "$PINNED_COMMIT"; then
     say "Open MPI $VERSION is built: $PREFIX"
     exit 0
 fi
@@ -96,11 +98,8 @@ source_problem() {
         || { echo "$src has local changes to tracked files (git -C $src status)"; return; }
 }
 
+need_disk "$DIR" "$NEED_GIB" "the Open MPI build"
 mkdir -p "$DIR" || die "cannot create $DIR; set HARNESS_CACHE to a writable directory"
-free_kib=$(df -Pk "$DIR" | awk 'NR == 2 { print $4 }')
-if (( free_kib < NEED_GIB * 1024 * 1024 )); then
-    die "not enough disk at $DIR: $((free_kib / 1024 / 1024)) GiB free, the Open MPI build needs $NEED_GIB GiB; free space or set HARNESS_CACHE"
-fi
 
 # The source: checked against the pinned release before anything is built.
 if [[ -n "${OMPI_SRC:-}" ]]; then

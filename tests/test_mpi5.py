@@ -216,6 +216,18 @@ def test_ompi5_refuses_a_tree_that_is_not_a_checkout(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "is not an Open MPI source tree" in proc.stderr
 
 
+def test_ompi5_refuses_too_little_disk_before_creating_anything(tmp_path: Path) -> None:
+    """Bad input like gem5.sh's: exit 2 with the GiB needed, and the cache directory untouched
+    (it used to be created first, and the refusal exited 1)."""
+    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache"), "OMPI5_NEED_GIB": "1000000"}
+    proc = subprocess.run([str(REPO / "setup" / "ompi5.sh")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"setup/ompi5.sh: not enough disk at {tmp_path}: {proc.stderr.split(': ')[2].split(' GiB')[0]} GiB free, "
+        "the Open MPI build needs 1000000 GiB; free space or set HARNESS_CACHE"]
+    assert not (tmp_path / "cache").exists()
+
+
 @pytest.mark.skipif(not os.environ.get("OMPI_SRC"), reason="needs OMPI_SRC (a v5.0.9 checkout with submodules)")
 def test_ompi5_refuses_a_submodule_at_another_commit(tmp_path: Path) -> None:
     """The real tag with one submodule (prrte) replaced by a repository at another commit."""

@@ -1,0 +1,21 @@
+# Sourced by setup/gem5.sh and setup/ompi5.sh: where their builds are cached, whether a stamp
+# still describes what was built, and the disk check that runs before anything is created.
+# The caller defines bad() (bad input: one line, exit 2).
+
+CACHE="${HARNESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sve-harness}"
+
+# True when STAMP names COMMIT and the checksum of FILE: a second call builds nothing.
+stamp_current() {
+    local file=$1 stamp=$2 commit=$3
+    [[ -f "$file" && -f "$stamp" ]] && grep -qx "commit=$commit" "$stamp" \
+        && grep -qx "sha256=$(sha256sum "$file" | cut -d' ' -f1)" "$stamp"
+}
+
+# Refuse (exit 2) unless DIR, measured at its nearest existing parent, has NEED GiB free.
+need_disk() {
+    local dir=$1 need=$2 what=$3 probe=$1 free_kib
+    while [[ ! -d "$probe" ]]; do probe=$(dirname "$probe"); done
+    free_kib=$(df -Pk "$probe" | awk 'NR == 2 { print $4 }')
+    (( free_kib >= need * 1024 * 1024 )) \
+        || bad "not enough disk at $probe: $((free_kib / 1024 / 1024)) GiB free, $what needs $need GiB; free space or set HARNESS_CACHE"
+}
