@@ -1,6 +1,6 @@
 """Sweeps through Slurm (`./harness sweep --slurm`): the profiles and the refusals without a
 Slurm, then a real single-node Slurm (setup/slurm.sh, slurm-wlm) for the tiny sweep, a cancelled
-job and its recovery, and nodes set down."""
+job and its recovery, nodes set down, and a gem5 cycle job (where gem5 is found)."""
 from __future__ import annotations
 
 import os
@@ -13,16 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from analysis.backends import gem5
 from analysis.commands import slurm
+from analysis.core import config
 from tests.conftest import REPO, snakemake
 
 TINY = REPO / "tests" / "configs" / "slurm_tiny.yaml"
+GEM5_TINY = REPO / "tests" / "configs" / "slurm_gem5.yaml"
 PY = sys.executable
 
 
 def harness_sweep(results: Path, build: Path, *extra: str, env: dict[str, str] | None = None,
-                  **kw) -> subprocess.CompletedProcess:
-    cmd = [PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY), "--set", f"results_dir={results}",
+                  config_file: Path = TINY, **kw) -> subprocess.CompletedProcess:
+    cmd = [PY, "-m", "analysis.commands.cli", "sweep", "--config", str(config_file), "--set", f"results_dir={results}",
            "--set", f"build_dir={build}", *extra]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=1500, **kw)
 
@@ -303,3 +306,21 @@ def test_a_cancelled_pending_job_is_not_blamed_on_its_wait_reason() -> None:
     (f,) = slurm.failures(ERROR_LOG)
     assert slurm.failure_line(f, "CANCELLED", "Resources").startswith(
         "error: count_qemu copy-acle_4v (qemu gcc vla max): Slurm job 57 CANCELLED, cancelled (scancel); ")
+
+
+@needs_slurm
+@pytest.mark.skipif(gem5.find_gem5(config.load(GEM5_TINY)) is None, reason=f"gem5 not found: {gem5.ENABLE}")
+def test_gem5_jobs_through_slurm_equal_the_local_run(local_slurm: dict[str, str], slurm_work: Path) -> None:
+    """The cycle job is a Slurm job too (rule simulate_gem5, its own resources), and gem5's
+    counts through Slurm are the local run's, byte for byte (gem5 is deterministic)."""
+    local = snakemake(GEM5_TINY, slurm_work / "gem5-local-build", slurm_work / "gem5-local")
+    assert local.returncode == 0, local.stderr[-3000:]
+    proc = harness_sweep(slurm_work / "gem5-slurm", slurm_work / "gem5-slurm-build", "--slurm", "local",
+                         env=local_slurm, config_file=GEM5_TINY)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    counts = (slurm_work / "gem5-slurm" / "counts.csv").read_bytes()
+    assert counts == (slurm_work / "gem5-local" / "counts.csv").read_bytes()
+    assert b",gem5,gcc,512,65536,gem5.cycles," in counts
+    comments = sorted(c for _, _, c in run_jobs(local_slurm, run_id(proc.stderr)))
+    assert [c for c in comments if c.startswith("rule_simulate_gem5")] == [
+        "rule_simulate_gem5_wildcards_gcc_vla_paper_copy_acle_4v"]
