@@ -45,6 +45,17 @@ enum { HARNESS_EXIT_OK = 0, HARNESS_EXIT_FAIL = 1, HARNESS_EXIT_USAGE = 2, HARNE
 #define HARNESS_REFERENCE_LOOP HARNESS_NOVEC_LOOP
 #endif
 
+/* Code outside the ROI kept off SVE (scalar or Advanced SIMD): QEMU emulates most SVE
+ * instructions with a helper call and a loop over the lanes, several times slower per byte
+ * than Advanced SIMD or scalar code, at every VL but the longest (fills, comparisons). */
+#if defined(__clang__) && defined(__aarch64__)
+#define HARNESS_NO_SVE __attribute__((target("no-sve")))
+#elif defined(__GNUC__) && defined(__aarch64__)
+#define HARNESS_NO_SVE __attribute__((target("+nosve")))
+#else
+#define HARNESS_NO_SVE
+#endif
+
 /* A kernel kept in a function of its own (not inlined into main), so the ROI shows it by
  * name and `./harness explain` finds its loop. */
 #if defined(__GNUC__)
