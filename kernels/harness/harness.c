@@ -265,6 +265,9 @@ HARNESS_NO_SVE size_t harness_first_mismatch(const void *a, const void *b, size_
     const unsigned char *x = a, *y = b;
     uint64_t diff = 0;
     size_t words = n / 8;
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 4
+#endif
     for (size_t i = 0; i < words; i++) {
         uint64_t u, v;
         memcpy(&u, x + 8 * i, 8);
