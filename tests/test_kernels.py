@@ -177,7 +177,7 @@ def test_inlined_block_loop_is_vectorized_into_gathers(binaries, all_sweep) -> N
 # elements or blocks), and its driver must still fail loudly, naming that element. The drivers'
 # checks run in every count run; making them cheaper must not make them blind to any part of the
 # output (a check of the first half, or of whole words only, fails here).
-WHERE = {"start": "0", "middle": "(n) / 2", "end": "(n) - 1"}
+WHERE = {"start": "(0)", "middle": "((n) / 2)", "end": "((n) - 1)"}
 VECTOR = "#include <string.h>\n#include \"vector.h\"\nconst char vector_kernel_dir[] = \"{dir}\";\n" \
          "void vector_kernel(void *restrict p, void *restrict u, size_t count, size_t bl, size_t st, size_t es)\n"
 FLOAT_VECTOR = (("dtype", "float"), ("blocklen", 1), ("stride", 2))
