@@ -173,40 +173,49 @@ def test_inlined_block_loop_is_vectorized_into_gathers(binaries, all_sweep) -> N
 
 
 # Deliberately broken kernels, one per family driver: each is right everywhere but one element,
-# and its driver must still fail loudly, naming that element (the drivers' checks run in every
-# count run; making them cheaper must not make them blind).
+# at the start, the middle or the end of its output (BAD(n), n in the kernel's own unit: bytes,
+# elements or blocks), and its driver must still fail loudly, naming that element. The drivers'
+# checks run in every count run; making them cheaper must not make them blind to any part of the
+# output (a check of the first half, or of whole words only, fails here).
+WHERE = {"start": "(0)", "middle": "((n) / 2)", "end": "((n) - 1)"}
+VECTOR = "#include <string.h>\n#include \"vector.h\"\nconst char vector_kernel_dir[] = \"{dir}\";\n" \
+         "void vector_kernel(void *restrict p, void *restrict u, size_t count, size_t bl, size_t st, size_t es)\n"
+FLOAT_VECTOR = (("dtype", "float"), ("blocklen", 1), ("stride", 2))
+# case: (family, kernel source, params, size in bytes, unit count, stderr line for the bad unit)
 BROKEN = {
+    # 16 KiB and 5 bytes: the end lies past the last whole word.
     "copy": ("copy", "#include \"copy.h\"\n"
              "void copy_kernel(uint8_t *restrict dst, const uint8_t *restrict src, size_t n)\n"
-             "{ for (size_t i = 0; i < n; i++) dst[i] = src[i]; if (n) dst[n - 1] ^= 1; }\n",
-             (), "FAIL: dst at index {last_byte}"),
-    "pack": ("vector", "#include <string.h>\n#include \"vector.h\"\nconst char vector_kernel_dir[] = \"pack\";\n"
-             "void vector_kernel(void *restrict p, void *restrict u, size_t count, size_t bl, size_t st, size_t es)\n"
+             "{ for (size_t i = 0; i < n; i++) dst[i] = src[i]; if (n) dst[BAD(n)] ^= 1; }\n",
+             (), 16384 + 5, 16384 + 5, "FAIL: dst at index {i}"),
+    "pack": ("vector", VECTOR.replace("{dir}", "pack") +
              "{ for (size_t k = 0; k < count; k++) memcpy((char *)p + k * bl * es, (char *)u + k * st * es, bl * es);\n"
-             "  if (count) ((char *)p)[count * bl * es - 1] ^= 1; }\n",
-             (("dir", "pack"), ("dtype", "float"), ("blocklen", 1), ("stride", 2)), "FAIL: packed element at index {last}"),
-    "unpack_gap": ("vector", "#include <string.h>\n#include \"vector.h\"\nconst char vector_kernel_dir[] = \"unpack\";\n"
-                   "void vector_kernel(void *restrict p, void *restrict u, size_t count, size_t bl, size_t st, size_t es)\n"
+             "  size_t n = count * bl; if (n) ((char *)p)[BAD(n) * es + es - 1] ^= 1; }\n",
+             (("dir", "pack"), *FLOAT_VECTOR), 16384, 4096, "FAIL: packed element at index {i}"),
+    "unpack_block": ("vector", VECTOR.replace("{dir}", "unpack") +
+                     "{ for (size_t k = 0; k < count; k++) memcpy((char *)u + k * st * es, (char *)p + k * bl * es, bl * es);\n"
+                     "  size_t n = count; if (n) ((char *)u)[BAD(n) * st * es] ^= 1; }\n",
+                     (("dir", "unpack"), *FLOAT_VECTOR), 16384, 4096, "FAIL: unpacked block element at index {2i}"),
+    "unpack_gap": ("vector", VECTOR.replace("{dir}", "unpack") +
                    "{ for (size_t k = 0; k < count; k++) memcpy((char *)u + k * st * es, (char *)p + k * bl * es, bl * es);\n"
-                   "  if (count) ((char *)u)[(count - 1) * st * es + bl * es] ^= 1; }\n",
-                   (("dir", "unpack"), ("dtype", "float"), ("blocklen", 1), ("stride", 2)),
-                   "FAIL: unpacked gap element at index {gap}"),
+                   "  size_t n = count; if (n) ((char *)u)[BAD(n) * st * es + bl * es] ^= 1; }\n",
+                   (("dir", "unpack"), *FLOAT_VECTOR), 16384, 4096, "FAIL: unpacked gap element at index {2i+1}"),
     "reduce": ("reduce", "#include \"ops.h\"\n"
                "static void broken(const void *in, void *inout, size_t n)\n"
                "{ const float *a = in; float *b = inout; for (size_t i = 0; i < n; i++) REDUCE_STEP_max(b[i], a[i]);\n"
-               "  if (n) b[n - 1] += 1.0f; }\n"
+               "  if (n) b[BAD(n)] += 1.0f; }\n"
                "const struct reduce_entry reduce_kernels[] = {{\"max\", \"float\", sizeof(float), broken}};\n"
                "const size_t reduce_kernels_count = 1;\n",
-               (("op", "max"), ("dtype", "float"), ("nan", 0)), "FAIL: inout (max float) at index {last}"),
+               (("op", "max"), ("dtype", "float"), ("nan", 0)), 16384, 4096, "FAIL: inout (max float) at index {i}"),
 }
 
 
+@pytest.mark.parametrize("where", sorted(WHERE))
 @pytest.mark.parametrize("case", sorted(BROKEN))
-@pytest.mark.parametrize("vl", [128, 2048])
-def test_a_kernel_wrong_in_one_element_fails_its_check(binaries, all_sweep, tmp_path: Path, case: str, vl: int) -> None:
+def test_a_kernel_wrong_in_one_element_fails_its_check(binaries, all_sweep, tmp_path: Path, case: str, where: str) -> None:
     from analysis.stages import build
 
-    family, source, params, needle = BROKEN[case]
+    family, source, params, size, units, needle = BROKEN[case]
     binaries("copy", "acle_4v")  # the shared build tree (generated headers, marker object)
     bd = all_sweep.build_dir
     src = tmp_path / "broken.c"
@@ -215,13 +224,26 @@ def test_a_kernel_wrong_in_one_element_fails_its_check(binaries, all_sweep, tmp_
     objs = []
     for s in (drv, src, build.HARNESS_SOURCE):
         obj = tmp_path / f"{s.parent.name}-{s.stem}.o"
-        flags = (f"-I{drv.parent}",)
+        flags = (f"-I{drv.parent}", f"-DBAD(n)={WHERE[where]}")
         assert run(build.compile_cmd(bd, "gcc", "vla", s, obj, flags)).returncode == 0
         objs.append(obj)
     exe = tmp_path / "k"
     assert run(build.link_cmd("gcc", [*objs, build.roi_object(bd, "gcc", "qemu")], exe)).returncode == 0
-    size = 4096 * 4
-    elements = size // 4
-    proc = run_plain(exe, vl, size, params)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert needle.format(last=elements - 1, last_byte=size - 1, gap=2 * (elements - 1) + 1) in proc.stderr, proc.stderr
+    i = {"start": 0, "middle": units // 2, "end": units - 1}[where]
+    expected = needle.replace("{2i+1}", str(2 * i + 1)).replace("{2i}", str(2 * i)).replace("{i}", str(i))
+    for vl in (128, 2048):
+        proc = run_plain(exe, vl, size, params)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert f"{expected}:" in proc.stderr, proc.stderr
+
+
+def test_references_never_use_sve(binaries, all_sweep) -> None:
+    """The drivers' references (pack/unpack block copy, reduction macros) may use Advanced SIMD
+    but no SVE instruction: they must not share the code under test's vector unit or the
+    compiler's SVE vectorizer."""
+    for obj, pattern in (("driver_vector.o", r"<reference_\w+>:"), ("driver_reduce.o", r"<ref_\w+>:")):
+        text = _disassembly(all_sweep.build_dir / "gcc" / "vla" / "obj" / obj)
+        bodies = [b for b in text.split("\n\n") if re.search(pattern, b)]
+        assert bodies, f"{obj}: no reference function found"
+        for body in bodies:
+            assert not re.search(r"\b[zp]\d+\b|\bwhile|\bptrue|\bcnt[bhwd]\b", body), body

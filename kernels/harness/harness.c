@@ -211,23 +211,32 @@ void harness_fill_bytes(void *p, size_t bytes, uint64_t seed)
         b[j] = (unsigned char)r;
 }
 
-/* FNV-1a over little-endian 64-bit words, then the remaining bytes: a word at a time, four
- * words per iteration, keeps checksumming a 4 MiB result cheap under emulation. */
+/* FNV-1a over little-endian 64-bit words, then the remaining bytes: a word at a time, eight
+ * words per iteration (two loads and a branch less per word than one at a time), keeps
+ * checksumming a 4 MiB result cheap under emulation. */
 uint64_t harness_fnv1a(const void *p, size_t bytes)
 {
     const unsigned char *b = p;
     uint64_t x = 0xcbf29ce484222325ull;
     size_t i = 0;
-    for (; i + 32 <= bytes; i += 32) {
-        uint64_t w0, w1, w2, w3;
+    for (; i + 64 <= bytes; i += 64) {
+        uint64_t w0, w1, w2, w3, w4, w5, w6, w7;   /* not an array: GCC would copy it to the stack */
         memcpy(&w0, b + i, 8);
         memcpy(&w1, b + i + 8, 8);
         memcpy(&w2, b + i + 16, 8);
         memcpy(&w3, b + i + 24, 8);
+        memcpy(&w4, b + i + 32, 8);
+        memcpy(&w5, b + i + 40, 8);
+        memcpy(&w6, b + i + 48, 8);
+        memcpy(&w7, b + i + 56, 8);
         x = (x ^ w0) * 0x100000001b3ull;
         x = (x ^ w1) * 0x100000001b3ull;
         x = (x ^ w2) * 0x100000001b3ull;
         x = (x ^ w3) * 0x100000001b3ull;
+        x = (x ^ w4) * 0x100000001b3ull;
+        x = (x ^ w5) * 0x100000001b3ull;
+        x = (x ^ w6) * 0x100000001b3ull;
+        x = (x ^ w7) * 0x100000001b3ull;
     }
     for (; i + 8 <= bytes; i += 8) {
         uint64_t w;
@@ -237,6 +246,37 @@ uint64_t harness_fnv1a(const void *p, size_t bytes)
     for (; i < bytes; i++)
         x = (x ^ b[i]) * 0x100000001b3ull;
     return x;
+}
+
+static HARNESS_SCALAR size_t first_difference(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    HARNESS_NOVEC_LOOP
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return i;
+    return n;
+}
+
+/* Advanced SIMD, not SVE (HARNESS_NO_SVE): QEMU runs it faster than an SVE loop at every VL
+ * but the longest, and about as fast as glibc's memcmp. No early exit: a loop without one
+ * vectorizes, and an equal buffer is read to its end anyway. */
+HARNESS_NO_SVE size_t harness_first_mismatch(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    uint64_t diff = 0;
+    size_t words = n / 8;
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 4
+#endif
+    for (size_t i = 0; i < words; i++) {
+        uint64_t u, v;
+        memcpy(&u, x + 8 * i, 8);
+        memcpy(&v, y + 8 * i, 8);
+        diff |= u ^ v;
+    }
+    for (size_t i = 8 * words; i < n; i++)
+        diff |= (uint64_t)(x[i] ^ y[i]);
+    return diff ? first_difference(x, y, n) : n;
 }
 
 void harness_ok(uint64_t checksum)

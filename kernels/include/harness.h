@@ -30,12 +30,30 @@ enum { HARNESS_EXIT_OK = 0, HARNESS_EXIT_FAIL = 1, HARNESS_EXIT_USAGE = 2, HARNE
 
 /* A reference that may be vectorized with Advanced SIMD but never with SVE: independent of
  * the SVE code under test and of the compiler's SVE vectorization, and several times cheaper
- * to emulate than a scalar loop (the reference runs in every count run). AArch64 GCC only;
- * elsewhere (clang, a host build) it is HARNESS_SCALAR. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__aarch64__)
+ * to emulate than a scalar loop (the reference runs in every count run). AArch64 GCC and
+ * clang (each spells "without SVE" its own way); elsewhere (a host build) it is
+ * HARNESS_SCALAR. Put HARNESS_REFERENCE_LOOP right before each loop of such a reference:
+ * nothing where the attribute already keeps SVE out, HARNESS_NOVEC_LOOP where it is scalar. */
+#if defined(__clang__) && defined(__aarch64__)
+#define HARNESS_REFERENCE __attribute__((noinline, target("no-sve")))
+#define HARNESS_REFERENCE_LOOP
+#elif defined(__GNUC__) && defined(__aarch64__)
 #define HARNESS_REFERENCE __attribute__((noinline, target("+nosve")))
+#define HARNESS_REFERENCE_LOOP
 #else
 #define HARNESS_REFERENCE HARNESS_SCALAR
+#define HARNESS_REFERENCE_LOOP HARNESS_NOVEC_LOOP
+#endif
+
+/* Code outside the ROI kept off SVE (scalar or Advanced SIMD): QEMU emulates most SVE
+ * instructions with a helper call and a loop over the lanes, several times slower per byte
+ * than Advanced SIMD or scalar code, at every VL but the longest (fills, comparisons). */
+#if defined(__clang__) && defined(__aarch64__)
+#define HARNESS_NO_SVE __attribute__((target("no-sve")))
+#elif defined(__GNUC__) && defined(__aarch64__)
+#define HARNESS_NO_SVE __attribute__((target("+nosve")))
+#else
+#define HARNESS_NO_SVE
 #endif
 
 /* A kernel kept in a function of its own (not inlined into main), so the ROI shows it by
@@ -112,6 +130,11 @@ void harness_fill_bytes(void *p, size_t bytes, uint64_t seed);
 
 /* FNV-1a 64 over little-endian 64-bit words, then the trailing bytes. */
 uint64_t harness_fnv1a(const void *p, size_t bytes);
+
+/* Index of the first byte where a and b differ; n when all n bytes are equal. The whole of
+ * both buffers is compared, word by word in Advanced SIMD (HARNESS_NO_SVE); the byte by
+ * byte search runs only to name a mismatch. */
+size_t harness_first_mismatch(const void *a, const void *b, size_t n);
 
 /* Print `ok vl=<bits> size=<size> checksum=<16 hex>` on stdout and exit 0. */
 HARNESS_NORETURN void harness_ok(uint64_t checksum);

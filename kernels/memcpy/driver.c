@@ -13,15 +13,6 @@
 #define GUARD 256   /* bytes past the end of dst that must stay untouched */
 #define POISON 0xa5
 
-static HARNESS_SCALAR size_t first_mismatch(const uint8_t *a, const uint8_t *b, size_t n)
-{
-    HARNESS_NOVEC_LOOP
-    for (size_t i = 0; i < n; i++)
-        if (a[i] != b[i])
-            return i;
-    return n;
-}
-
 int main(int argc, char **argv)
 {
     static const char *const keys[] = {"align", "src_offset", "dst_offset", NULL};
@@ -48,7 +39,7 @@ int main(int argc, char **argv)
 
     HARNESS_ROI((void)0, memcpy_kernel(dst, src, n));
 
-    size_t i = first_mismatch(dst, src, n);
+    size_t i = harness_first_mismatch(dst, src, n);
     if (i < n)
         harness_fail("dst at index %zu of %zu: got 0x%02x expected 0x%02x", i, n, dst[i], src[i]);
     for (size_t g = n; g < n + GUARD; g++)

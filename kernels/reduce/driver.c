@@ -17,7 +17,7 @@
     {                                                                                   \
         const T *a = in;                                                                \
         T *b = inout;                                                                   \
-        HARNESS_NOVEC_LOOP                                                              \
+        HARNESS_REFERENCE_LOOP                                                          \
         for (size_t i = 0; i < n; i++)                                                  \
             REDUCE_STEP_##op(b[i], a[i]);                                               \
     }
@@ -179,12 +179,10 @@ int main(int argc, char **argv)
 
     HARNESS_ROI(fill_inputs(dtype, in, inout, n, nan, seed), k->fn(in, inout, n));
 
-    /* memcmp first: the per-element search only runs to report a mismatch. */
-    if (memcmp(inout, expect, size) != 0)
-        for (size_t i = 0; i < n; i++)
-            if (get(inout, i, esize) != get(expect, i, esize))
-                harness_fail("inout (%s %s) at index %zu: got 0x%0*llx expected 0x%0*llx", op,
-                             dtype, i, (int)(2 * esize), (unsigned long long)get(inout, i, esize),
-                             (int)(2 * esize), (unsigned long long)get(expect, i, esize));
+    size_t i = harness_first_mismatch(inout, expect, size) / esize;
+    if (i < n)
+        harness_fail("inout (%s %s) at index %zu: got 0x%0*llx expected 0x%0*llx", op, dtype, i,
+                     (int)(2 * esize), (unsigned long long)get(inout, i, esize), (int)(2 * esize),
+                     (unsigned long long)get(expect, i, esize));
     harness_ok(harness_fnv1a(inout, size));
 }
