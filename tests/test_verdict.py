@@ -264,3 +264,18 @@ def test_nonlinear_cell_is_flagged_in_the_summary(tmp_path: Path) -> None:
     plot.write_summary([], subtract.subtract(raw), out, sweep)
     listed = [ln for ln in out.read_text().splitlines() if ln.startswith("- non-linear")]
     assert listed == ["- non-linear (> 1 %): copy c_vec - uint8 vla VL 512 size 65536"]
+
+
+def test_gem5_sizes_are_a_subset_of_the_counted_ones(tmp_path: Path) -> None:
+    """`gem5: sizes` keeps the cycle sweep to the sizes it names (memcpy.yaml: no 16 MiB runs in
+    gem5); a size the sweep does not count is refused in one line."""
+    from analysis.backends import gem5
+
+    sweep = config.load(REPO / "configs" / "memcpy.yaml")
+    assert {r.size for j in gem5.jobs(sweep, None) for r in j.runs} == {4096, 1048576}
+    assert 16777216 in {r.size for j in sweep.jobs() for r in j.runs}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("extends: " + str(REPO / "configs" / "beyond.yaml") + "\n"
+                   "gem5: {systems: [paper], vector_lengths: [512], sizes: {memcpy: [8192]}}\n")
+    with pytest.raises(config.ConfigError, match=r"gem5/sizes/memcpy: 8192 not among the sweep's sizes of memcpy"):
+        config.load(bad)

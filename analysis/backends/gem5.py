@@ -78,13 +78,13 @@ def preflight(sweep: Sweep) -> Ready | None:
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
     """The VLA build at each system's VLs, the measured sizes only (the ROI is reset and dumped
-    by the markers: no baseline run to subtract)."""
+    by the markers: no baseline run to subtract), or the subset `gem5: sizes` names."""
     g = sweep.gem5
     if g is None or (ready is not None and "gem5" not in ready.found):
         return []
     cpus: dict[str, tuple[int, ...] | None] = {name: tuple(d["vector_lengths"]) for name, d in g.systems.items()}
-    return sweep.expand(NAME, g.compilers, [("vla", g.vector_lengths)], cpus, lambda family: sweep.sizes[family],
-                        cross_build)
+    return sweep.expand(NAME, g.compilers, [("vla", g.vector_lengths)], cpus,
+                        lambda family: list(g.sizes.get(family, sweep.sizes[family])), cross_build)
 
 
 def time_factor(sweep: Sweep) -> float:

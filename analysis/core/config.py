@@ -204,6 +204,9 @@ class Gem5Section:
     vector_lengths: tuple[int, ...]
     compilers: tuple[str, ...]
     binary: str | None  # the gem5 executable, when not from GEM5 or the built cache
+    # Sizes per family to simulate, where the cycle sweep takes fewer than the sweep counts (a
+    # family absent here: the sweep's sizes).
+    sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -581,8 +584,8 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
     selections = [selection(table, s) for s in raw["kernels"]]
     compilers = list(raw.get("compilers", ["gcc"]))
     backends = list(raw.get("backends", ["qemu"]))
-    gem5 = gem5_section(raw["gem5"], compilers) if raw.get("gem5") else None
     sizes = {k: list(v) for k, v in (raw.get("sizes") or {}).items()}
+    gem5 = gem5_section(raw["gem5"], compilers, sizes) if raw.get("gem5") else None
     if backends or gem5:  # a perf-only sweep has no count sizes
         _check_sizes(table, sizes, selections, linearity=bool(raw.get("linearity_check", True)))
     perf = perf_section(raw["perf"]) if raw.get("perf") else None
@@ -728,7 +731,7 @@ def load_gem5_systems(path: Path = GEM5_SYSTEMS) -> dict[str, dict[str, Any]]:
     return doc["systems"]
 
 
-def gem5_section(g: dict[str, Any], compilers: list[str]) -> Gem5Section:
+def gem5_section(g: dict[str, Any], compilers: list[str], sweep_sizes: dict[str, list[int]]) -> Gem5Section:
     systems = load_gem5_systems()
     vls = tuple(g.get("vector_lengths", GEM5_VLS))
     for vl in vls:
@@ -740,7 +743,14 @@ def gem5_section(g: dict[str, Any], compilers: list[str]) -> Gem5Section:
         if not [v for v in vls if v in systems[name]["vector_lengths"]]:
             raise ConfigError(f"gem5: system {name} supports none of the VLs asked for ({systems[name]['vector_lengths']})")
         chosen[name] = systems[name]
-    return Gem5Section(chosen, vls, tuple(g.get("compilers", compilers)), g.get("binary"))
+    sizes = {family: tuple(v) for family, v in (g.get("sizes") or {}).items()}
+    for family, chosen_sizes in sizes.items():
+        extra = sorted(set(chosen_sizes) - set(sweep_sizes.get(family, ())))
+        if extra:
+            raise ConfigError(f"gem5/sizes/{family}: {', '.join(map(str, extra))} not among the sweep's sizes of {family} "
+                              f"({', '.join(map(str, sweep_sizes.get(family, ()))) or 'none'}); the cycle sweep simulates "
+                              "a subset of what is counted")
+    return Gem5Section(chosen, vls, tuple(g.get("compilers", compilers)), g.get("binary"), sizes)
 
 
 def perf_section(p: dict[str, Any]) -> PerfSection:
