@@ -279,3 +279,22 @@ def test_gem5_sizes_are_a_subset_of_the_counted_ones(tmp_path: Path) -> None:
                    "gem5: {systems: [paper], vector_lengths: [512], sizes: {memcpy: [8192]}}\n")
     with pytest.raises(config.ConfigError, match=r"gem5/sizes/memcpy: 8192 not among the sweep's sizes of memcpy"):
         config.load(bad)
+
+
+def test_explain_defaults_to_the_sweeps_own_compiler_backend_and_cpu() -> None:
+    """Once gem5 had run, `./harness explain copy acle_4v --vl 128` picked clang and gem5 (first
+    in alphabetical order) and found no such cell; unnamed, they are the sweep's first."""
+    import argparse
+
+    from analysis.commands import explain
+
+    sweep = config.load(DEFAULT)
+    rows = [{"kernel": "copy", "variant": "acle_4v", "op": "-", "dtype": "uint8", "layout": "contiguous", "build": "vla",
+             "cpu_model": cpu, "backend": backend, "compiler": compiler, "vl": 128, "size": size, "metric": "roi_net.total",
+             "value": 1}
+            for compiler, backend, cpu in (("gcc", "qemu", "max"), ("clang", "qemu", "max"), ("gcc", "gem5", "paper"))
+            for size in (0, 1048576)]
+    ns = argparse.Namespace(kernel="copy", variant="acle_4v", op=None, dtype=None, build="vla", cpu=None, backend=None,
+                            compiler=None, vl=128, size=None)
+    cell = explain.cell_from_args(ns, pd.DataFrame(rows), sweep)
+    assert (cell.compiler, cell.backend, cell.cpu_model, cell.size) == ("gcc", "qemu", "max", 1048576)

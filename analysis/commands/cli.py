@@ -234,7 +234,6 @@ def cmd_regress(ns: argparse.Namespace) -> int:
 
 
 def cmd_explain(ns: argparse.Namespace) -> int:
-
     return explain.main(ns.pytest_args)
 
 

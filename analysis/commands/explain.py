@@ -235,14 +235,19 @@ def check_request(ns: argparse.Namespace, sweep: config.Sweep) -> None:
         raise config.ConfigError(f"--vl {ns.vl}: the sweep {ns.sweep} runs VLs {', '.join(map(str, sorted(vls)))}")
 
 
-def cell_from_args(ns: argparse.Namespace, counts: pd.DataFrame) -> Cell:
+def cell_from_args(ns: argparse.Namespace, counts: pd.DataFrame, sweep: config.Sweep) -> Cell:
     d = counts[(counts["kernel"] == ns.kernel) & (counts["variant"] == ns.variant)]
     if d.empty:
         raise config.ConfigError(f"no rows for kernel {ns.kernel} variant {ns.variant} in the table; run the sweep first")
+    # Unnamed, the sweep's own first compiler, counting backend and CPU model (as the summary's
+    # checks read them), not the first in alphabetical order (clang, gem5).
+    first = {"compiler": sweep.compilers[0], "backend": sweep.backends[0], "cpu_model": next(iter(sweep.cpu_models))}
 
     def pick(col: str, given: Any) -> Any:
         if given is not None:
             return given
+        if col in first and first[col] in set(d[col]):
+            return first[col]
         values = sorted(set(d[col]))
         if col == "size":
             values = [v for v in values if v > 0][:1] or values
@@ -302,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         check_request(ns, sweep)
         counts = table.read_counts(sweep.results_dir / "counts.csv")
         prov = table.read_provenance(sweep.results_dir / "provenance.csv")
-        text = explain(cell_from_args(ns, counts), sweep, counts, prov)
+        text = explain(cell_from_args(ns, counts, sweep), sweep, counts, prov)
     except FileNotFoundError as e:
         print(f"error: {e.filename} does not exist: run ./harness sweep --config {ns.sweep} first", file=sys.stderr)
         return 2
