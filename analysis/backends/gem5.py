@@ -73,7 +73,18 @@ def preflight(sweep: Sweep) -> Ready | None:
     gem5 = find_gem5(sweep)
     if gem5 is None:
         return Ready({}, notes=[skipped_message(sweep)])
-    return Ready({"gem5": gem5_version(gem5)}, found={"gem5": str(gem5)})
+    left_out = [f"gem5: {r.kernel} {r.variant} not simulated: {r.not_simulated}"
+                for r in sweep.table.rows if r.not_simulated and _selected(sweep, r)]
+    return Ready({"gem5": gem5_version(gem5)}, notes=left_out, found={"gem5": str(gem5)})
+
+
+def _selected(sweep: Sweep, row: config.KernelRow) -> bool:
+    return any(sel["kernel"] == row.kernel and row.variant in sel["variants"] for sel in sweep.selections)
+
+
+def simulated(row: config.KernelRow, build: str) -> str | None:
+    """cross_build, for the rows gem5 can run."""
+    return None if row.not_simulated else cross_build(row, build)
 
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
@@ -84,7 +95,7 @@ def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
         return []
     cpus: dict[str, tuple[int, ...] | None] = {name: tuple(d["vector_lengths"]) for name, d in g.systems.items()}
     return sweep.expand(NAME, g.compilers, [("vla", g.vector_lengths)], cpus,
-                        lambda family: list(g.sizes.get(family, sweep.sizes[family])), cross_build)
+                        lambda family: list(g.sizes.get(family, sweep.sizes[family])), simulated)
 
 
 def time_factor(sweep: Sweep) -> float:
@@ -182,6 +193,17 @@ def _read_first(outdir: Path, name: str) -> str:
     return ""
 
 
+def failure_line(simerr: str, simout: str, stderr: str) -> str:
+    """The line that says why gem5 stopped: its panic or fatal line (simerr holds it above a
+    backtrace, simout ends with its banner), else the last line that is not a warning."""
+    lines = [ln.strip() for ln in (simerr + "\n" + stderr + "\n" + simout).splitlines() if ln.strip()]
+    for ln in lines:
+        if " panic: " in ln or " fatal: " in ln or ln.startswith(("panic:", "fatal:")):
+            return ln
+    rest = [ln for ln in lines if "warn:" not in ln and not ln.startswith("/")]
+    return rest[-1] if rest else "?"
+
+
 def command(gem5: Path, outdir: Path, system_json: Path, run: Run, exe: Path) -> list[str]:
     return [str(gem5), "-r", "-e", "-d", str(outdir), str(SCRIPT), "--system", str(system_json),
             "--vl", str(run.vl), "--vl-rule", config.vl_rule_arg(), "--", f"./{exe.name}", *run.argv()]
@@ -202,8 +224,8 @@ def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: R
         seconds = time.monotonic() - t0
     simout, simerr = (_read_first(outdir, name) for name in ("simout", "simerr"))
     if proc.returncode != 0:
-        last = [ln for ln in (simerr + simout + proc.stderr).splitlines() if ln.strip() and "warn:" not in ln]
-        raise RunError(f"{cell}: gem5 exited with {proc.returncode}: {last[-1] if last else '?'} (output in {outdir})")
+        raise RunError(f"{cell}: gem5 exited with {proc.returncode}: {failure_line(simerr, simout, proc.stderr)} "
+                       f"(output in {outdir})")
     fields = parse_ok_line(simout, cell)
     stats = parse_stats((outdir / "stats.txt").read_text(), f"{cell} ({outdir})")
     (outdir / "command.txt").write_text(" ".join(cmd) + "\n")

@@ -82,6 +82,7 @@ class KernelRow:
     extra_sources: tuple[Path, ...] = ()
     memcpy: str = "libc"  # which memcpy HARNESS_MEMCPY calls: libc (IFUNC) or a glibc variant
     host_isa: str | None = None  # host-only code for this ISA (platform.machine()): never cross-built
+    not_simulated: str | None = None  # why gem5 cannot run this row: left out of the cycle sweep, said in one line
     env: tuple[tuple[str, str], ...] = ()  # guest environment of its runs, besides the family's
     sve: bool = True  # False: built without SVE (build NOSVE) and run under -cpu <model>,sve=off
 
@@ -430,6 +431,7 @@ def load_table(paths: list[Path]) -> KernelTable:
                 extra_sources=tuple(resolve_path(x, base) for x in r.get("extra_sources", [])),
                 memcpy=r.get("memcpy", "libc"),
                 host_isa=r.get("host_isa"),
+                not_simulated=r.get("not_simulated"),
                 env=tuple(sorted((r.get("env") or {}).items())), sve=bool(r.get("sve", True)),
             )
             if any(x.kernel == row.kernel and x.variant == row.variant for x in rows):
