@@ -298,3 +298,17 @@ def test_explain_defaults_to_the_sweeps_own_compiler_backend_and_cpu() -> None:
                             compiler=None, vl=128, size=None)
     cell = explain.cell_from_args(ns, pd.DataFrame(rows), sweep)
     assert (cell.compiler, cell.backend, cell.cpu_model, cell.size) == ("gcc", "qemu", "max", 1048576)
+
+
+def test_a_label_names_the_roi_function_the_counting_backend_saw() -> None:
+    """gem5 records no ROI function ("?"); the memcpy cycle figure's legend read
+    "libc memcpy (?/__memcpy_sve)"."""
+    sweep = config.load(REPO / "configs" / "memcpy.yaml")
+    counts = pd.DataFrame([{"kernel": "memcpy", "variant": "libc", "op": "-", "dtype": "uint8", "layout": "contiguous",
+                            "build": "vla", "cpu_model": "paper", "backend": "gem5", "compiler": "gcc", "vl": vl,
+                            "size": 1048576, "metric": "gem5.cycles", "value": 1} for vl in (128, 512)])
+    prov = pd.DataFrame([{"kernel": "memcpy", "variant": "libc", "size": 1048576, "roi_symbol": sym}
+                         for sym in ("?", "__memcpy_sve")])
+    (s,) = plot.select(counts, prov, sweep, {"kernel": "memcpy", "variant": "libc"},
+                       {"metric": "gem5.cycles", "backend": "gem5"})
+    assert s.label.endswith("(__memcpy_sve)"), s.label

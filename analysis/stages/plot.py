@@ -87,7 +87,8 @@ def select(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, sel: d
             label = row.label
             if "{roi_symbol}" in label:
                 p = prov[(prov["kernel"] == kernel) & (prov["variant"] == v) & (prov["size"] == size)]
-                label = label.replace("{roi_symbol}", "/".join(sorted(set(p["roi_symbol"]))) or "?")
+                # "?" is a backend that cannot name the function (gem5): the counting backends can.
+                label = label.replace("{roi_symbol}", "/".join(sorted(set(p["roi_symbol"]) - {"?"})) or "?")
             if op != config.NO_OP and "op" not in sel:
                 label += f" [{op} {dtype}]"
             out.append(Series(
