@@ -1,7 +1,7 @@
 # Plot stage: the paper's figures (ROI count vs VL, one line per variant), a ratio figure
 # per family, results/summary.md checking the paper's mechanical ratios, and one Markdown
 # explanation per cell the summary discusses (results/explain/).
-from analysis.commands import explain as E
+from analysis.stages import explain as E
 
 from analysis.stages import plot as P
 

@@ -13,9 +13,8 @@ import pytest
 import yaml
 
 from analysis.backends import perf
-from analysis.commands import explain
 from analysis.core import config
-from analysis.stages import build
+from analysis.stages import build, explain
 from conftest import PY, REPO, run_cell, run_plain
 
 ALL_VLS = list(range(128, 2049, 128))

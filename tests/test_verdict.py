@@ -286,7 +286,7 @@ def test_explain_defaults_to_the_sweeps_own_compiler_backend_and_cpu() -> None:
     in alphabetical order) and found no such cell; unnamed, they are the sweep's first."""
     import argparse
 
-    from analysis.commands import explain
+    from analysis.stages import explain
 
     sweep = config.load(DEFAULT)
     rows = [{"kernel": "copy", "variant": "acle_4v", "op": "-", "dtype": "uint8", "layout": "contiguous", "build": "vla",

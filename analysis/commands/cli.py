@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 from analysis.backends import RunError, clean_stale_stages, perf, qemu, registry
-from analysis.commands import explain, guard, regress, report, slurm
+from analysis.commands import guard, regress, report, slurm
 from analysis.commands.guard import snakemake_cmd
 from analysis.core import config, mpi, toolchain
-from analysis.stages import build
+from analysis.stages import build, explain
 
 REPO = config.REPO
 MPI_HINT = ("Open MPI figures (paper Fig. 9, 10): ./harness sweep --config configs/mpi.yaml "

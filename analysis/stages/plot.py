@@ -24,9 +24,8 @@ import pandas as pd
 
 from analysis.backends import perf
 from analysis.backends.gem5 import MARKER_INSTRUCTIONS
-from analysis.commands import explain
 from analysis.core import config, mpi, table
-from analysis.stages import verdict
+from analysis.stages import explain, verdict
 
 METRIC = "roi_net.total"
 
