@@ -74,12 +74,8 @@ def preflight(sweep: Sweep) -> Ready | None:
     if gem5 is None:
         return Ready({}, notes=[skipped_message(sweep)])
     left_out = [f"gem5: {r.kernel} {r.variant} not simulated: {r.not_simulated}"
-                for r in sweep.table.rows if r.not_simulated and _selected(sweep, r)]
+                for r in sweep.table.rows if r.not_simulated and sweep.selects(r.kernel, r.variant)]
     return Ready({"gem5": gem5_version(gem5)}, notes=left_out, found={"gem5": str(gem5)})
-
-
-def _selected(sweep: Sweep, row: config.KernelRow) -> bool:
-    return any(sel["kernel"] == row.kernel and row.variant in sel["variants"] for sel in sweep.selections)
 
 
 def simulated(row: config.KernelRow, build: str) -> str | None:

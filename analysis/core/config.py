@@ -278,6 +278,10 @@ class Sweep:
         """The cross builds and the VLs each runs at (None: the sweep's vector_lengths)."""
         return [(b, (n,) if (n := parse_build(b).vls_bits) else None) for b in self.builds()]
 
+    def selects(self, kernel: str, variant: str) -> bool:
+        """Whether the sweep's selections include this kernel row."""
+        return any(sel["kernel"] == kernel and variant in sel["variants"] for sel in self.selections)
+
     def expand(self, backend: str, compilers: Iterable[str], builds: list[tuple[str, tuple[int, ...] | None]],
                cpus: dict[str, tuple[int, ...] | None], sizes: Callable[[str], Iterable[int]],
                build_for: Callable[[KernelRow, str], str | None] = cross_build) -> list[Job]:

@@ -227,7 +227,7 @@ def check_request(ns: argparse.Namespace, sweep: config.Sweep) -> None:
     if ns.kernel not in sweep.table.kernels():
         raise config.ConfigError(f"unknown kernel '{ns.kernel}'; known: {', '.join(sweep.table.kernels())}")
     sweep.table.row(ns.kernel, ns.variant)
-    if not any(s["kernel"] == ns.kernel and ns.variant in s["variants"] for s in sweep.selections):
+    if not sweep.selects(ns.kernel, ns.variant):
         raise config.ConfigError(f"{ns.kernel} {ns.variant} is not part of the sweep {ns.sweep}: name a sweep that "
                                  "selects it with --config")
     vls = {vl for vls in sweep.cpu_models.values() for vl in vls}
