@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -313,3 +314,18 @@ def test_check_with_ompi5_names_the_missing_build(tmp_path):
     assert proc.returncode == 1
     assert f"Open MPI 5 not built at {tmp_path / 'cache' / 'ompi-v5.0.9' / 'install'} (fix: setup/install.sh --with-ompi5)" in proc.stdout
     assert "fix: run setup/install.sh --with-ompi5" in proc.stdout
+
+
+def test_harness_caches_bytecode_under_venv_despite_dontwritebytecode(tmp_path: Path):
+    """Every count job and figure is a Python start: with PYTHONDONTWRITEBYTECODE in the
+    caller's environment (CI here sets it) each start compiled the harness's modules again,
+    ~80 ms per job. ./harness keeps the bytecode, under .venv, never beside the sources."""
+    target = ROOT / ".venv" / "pycache" / (ROOT / "analysis" / "core").relative_to("/") / \
+        f"config.{sys.implementation.cache_tag}.pyc"
+    target.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    r = subprocess.run([str(ROOT / "harness"), "validate", "--config", str(ROOT / "configs" / "tiny.yaml")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert target.exists()
