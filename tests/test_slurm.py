@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from analysis.backends import gem5
-from analysis.commands import slurm
+from analysis.commands import bench, slurm
 from analysis.core import config
 from tests.conftest import REPO, snakemake
 
@@ -324,3 +324,16 @@ def test_gem5_jobs_through_slurm_equal_the_local_run(local_slurm: dict[str, str]
     comments = sorted(c for _, _, c in run_jobs(local_slurm, run_id(proc.stderr)))
     assert [c for c in comments if c.startswith("rule_simulate_gem5")] == [
         "rule_simulate_gem5_wildcards_gcc_vla_paper_copy_acle_4v"]
+
+
+@needs_slurm
+def test_bench_reports_the_sweep_through_slurm_beside_the_local_run(
+        local_slurm: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench's Slurm part (issue 15) returned nothing, so bench.json's "slurm" was always null."""
+    monkeypatch.setenv("SLURM_CONF", local_slurm["SLURM_CONF"])
+    got = bench.slurm_sweeps(tmp_path, 2, None, [("tiny", str(TINY))])
+    fig = got["tiny"]
+    assert fig["config"] == str(TINY) and fig["slurm_jobs"] > 0
+    assert fig["slurm_s"] > 0 and fig["local_s"] > 0 and fig["rerun_noop_slurm_s"] > 0
+    assert (tmp_path / "slurm-tiny" / "results" / "counts.csv").read_bytes() == \
+        (tmp_path / "local-tiny" / "results" / "counts.csv").read_bytes()

@@ -193,7 +193,7 @@ def memcpy_family(cfg: str, work: Path, cores: int) -> dict[str, Any]:
     return out
 
 
-def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, with_default: bool) -> dict[str, Any] | None:
+def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, sweeps: list[tuple[str, str]]) -> dict[str, Any] | None:
     """The tiny (and default) sweep through the local Slurm (setup/slurm.sh, profile `local`)
     beside the same sweep run locally: the executor's overhead (one sbatch, one Snakemake job step
     and status queries per job)."""
@@ -202,9 +202,7 @@ def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, with_def
         return None
     subprocess.run([str(REPO / "setup" / "slurm.sh"), "start"], check=True, capture_output=True)
     out: dict[str, Any] = {}
-    for name, cfg in (("tiny", "configs/tiny.yaml"), ("default", "configs/default.yaml")):
-        if name == "default" and not with_default:
-            continue
+    for name, cfg in sweeps:
         def cli(tree: Path, *slurm: str) -> list[str]:
             return [sys.executable, "-m", "analysis.commands.cli", "sweep", "--config", cfg, "--cores", str(cores), *slurm,
                     "--set", f"results_dir={tree / 'results'}", "--set", f"build_dir={tree / 'build'}", "--", "counts_all"]
@@ -224,6 +222,7 @@ def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, with_def
                      "rerun_noop_slurm_s": round(rerun, 1)}
         print(f"{name} sweep through the local Slurm: {out[name]['slurm_s']} s for {jobs} Slurm jobs, locally "
               f"{out[name]['local_s']} s; re-run with nothing changed {out[name]['rerun_noop_slurm_s']} s", flush=True)
+    return out
 
 
 def mpi_timings(work: Path, cores: int) -> dict[str, Any]:
@@ -330,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"counting clients' overhead ({o['kernel']}, size {o['size']}): {o['counted_median_s']} s / "
               f"{o['plain_median_s']} s = {o['ratio']}x ({verdict(o['ratio'], o['target_ratio'])})", flush=True)
         if not ns.skip_slurm:
-            report["slurm"] = slurm_sweeps(work, ns.cores, report["default"]["seconds"], not ns.skip_slurm_default)
+            sweeps = [("tiny", "configs/tiny.yaml")] + ([] if ns.skip_slurm_default else [("default", ns.config)])
+            report["slurm"] = slurm_sweeps(work, ns.cores, report["default"]["seconds"], sweeps)
         if not ns.skip_full:
             f = report["full_matrix"] = sweep_figure(ns.full_config, work / "full", ns.cores, TARGETS["full_matrix_s"])
             print(f"full op x dtype matrix: {f['seconds']} s ({f['cpu_s']} CPU s) for {f['runs']} runs "
