@@ -23,33 +23,17 @@ import pandas as pd
 
 from analysis.core import config, table
 from analysis.core.toolchain import OBJDUMP
+from analysis.stages.plotplan import Cell
 
 SKIP_FUNCS = ("roi_begin", "roi_end", "main", "?")
 
 
-@dataclass(frozen=True)
-class Cell:
-    kernel: str
-    variant: str
-    op: str
-    dtype: str
-    build: str
-    cpu_model: str
-    backend: str
-    compiler: str
-    vl: int
-    size: int
-
-    @property
-    def slug(self) -> str:
-        op = "" if self.op == config.NO_OP else f"-{self.op}"
-        return f"{self.kernel}-{self.variant}{op}-{self.dtype}-{self.build}-{self.cpu_model}-{self.compiler}-{self.backend}-vl{self.vl}-{self.size}"
-
-    def matches(self, df: pd.DataFrame) -> pd.Series:
-        m = pd.Series(True, index=df.index)
-        for k, v in self.__dict__.items():
-            m &= df[k] == v
-        return m
+def cell_mask(cell: Cell, df: pd.DataFrame) -> pd.Series:
+    """The rows of a counts or provenance table that are this cell."""
+    m = pd.Series(True, index=df.index)
+    for k, v in cell.__dict__.items():
+        m &= df[k] == v
+    return m
 
 
 @dataclass(frozen=True)
@@ -91,7 +75,7 @@ def loops(insns: list[Insn]) -> list[tuple[Insn, list[Insn]]]:
 
 
 def find_cell(counts: pd.DataFrame, cell: Cell) -> pd.DataFrame:
-    rows = counts[cell.matches(counts)]
+    rows = counts[cell_mask(cell, counts)]
     if rows.empty:
         keys = ["kernel", "variant", "op", "dtype", "build", "cpu_model", "compiler", "backend", "vl", "size"]
         near = counts[(counts["kernel"] == cell.kernel) & (counts["variant"] == cell.variant)][keys].drop_duplicates()
@@ -124,7 +108,7 @@ def _metric_table(rows: pd.DataFrame, prefix: str, title: str, limit: int = 40) 
 
 def explain(cell: Cell, sweep: config.Sweep, counts: pd.DataFrame, prov: pd.DataFrame) -> str:
     rows = find_cell(counts, cell)
-    p = prov[cell.matches(prov)].iloc[0]
+    p = prov[cell_mask(cell, prov)].iloc[0]
     binary = Path(p["binary"])
     value = dict(zip(rows["metric"], rows["value"]))
     row = sweep.table.row(cell.kernel, cell.variant)
@@ -192,7 +176,7 @@ def roi_functions(run: dict[str, Any]) -> list[str]:
 
 def cell_hot_loop(cell: Cell, sweep: config.Sweep, prov: pd.DataFrame) -> HotLoop | None:
     """The hot loop of one counted cell (for the summary's per-iteration comparison)."""
-    p = prov[cell.matches(prov)].iloc[0]
+    p = prov[cell_mask(cell, prov)].iloc[0]
     run_n, run_0 = raw_run(sweep.results_dir, cell, cell.size), raw_run(sweep.results_dir, cell, 0)
     return hot_loop(Path(p["binary"]), roi_functions(run_n), run_n, run_0)
 
@@ -255,30 +239,6 @@ def cell_from_args(ns: argparse.Namespace, counts: pd.DataFrame, sweep: config.S
 
     return Cell(ns.kernel, ns.variant, pick("op", ns.op), pick("dtype", ns.dtype), ns.build, pick("cpu_model", ns.cpu),
                 pick("backend", ns.backend), pick("compiler", ns.compiler), ns.vl, pick("size", ns.size))
-
-
-def discussed_cells(sweep: config.Sweep) -> list[Cell]:
-    """The cells results/summary.md discusses: the series of each check and of its conditions
-    at the smallest and the largest VL of the VLA build (first CPU model and backend of the
-    sweep; the check's compiler)."""
-    cells: list[Cell] = []
-    if not sweep.backends:  # a perf-only sweep counts nothing
-        return cells
-    specs = [c for chk in sweep.checks for c in [chk, *(config.condition_check(chk, x) for x in chk.get("conditions", []))]]
-    for chk in specs:
-        for key in ("numerator", "denominator", "series"):
-            sel = chk.get(key)
-            if not sel or "variant" not in sel:
-                continue
-            pairs = next(s["op_dtypes"] for s in sweep.selections if s["kernel"] == sel["kernel"])
-            op, dtype = next(((o, d) for o, d in pairs if sel.get("op", o) == o and sel.get("dtype", d) == d), pairs[0])
-            family = sweep.table.row(sel["kernel"], sel["variant"]).family
-            for vl in (min(sweep.vector_lengths), max(sweep.vector_lengths)):
-                cell = Cell(sel["kernel"], sel["variant"], op, dtype, "vla", next(iter(sweep.cpu_models)),
-                            sweep.backends[0], chk.get("compiler", sweep.compilers[0]), vl, sweep.sizes[family][0])
-                if cell not in cells:
-                    cells.append(cell)
-    return cells
 
 
 def write_cells(sweep: config.Sweep, counts: pd.DataFrame, prov: pd.DataFrame, cells: list[Cell], out_dir: Path) -> None:

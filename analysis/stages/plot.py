@@ -26,6 +26,7 @@ from analysis.backends import perf
 from analysis.backends.gem5 import MARKER_INSTRUCTIONS
 from analysis.core import config, mpi, table
 from analysis.stages import explain, verdict
+from analysis.stages.plotplan import Cell, discussed_cells, figures, is_gem5
 
 METRIC = "roi_net.total"
 
@@ -54,10 +55,6 @@ def where(sweep: config.Sweep, spec: dict[str, Any]) -> tuple[str, str, str]:
     default_cpu = _first(list(sweep.gem5.systems) if sweep.gem5 else ["paper"]) if backend == "gem5" \
         else _first(list(sweep.cpu_models))
     return spec.get("metric", METRIC), backend, spec.get("cpu_model", default_cpu)
-
-
-def is_gem5(spec: dict[str, Any]) -> bool:
-    return spec.get("backend") == "gem5"
 
 
 def select(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, sel: dict[str, Any],
@@ -272,7 +269,7 @@ def loop_facts(check: dict[str, Any], counts: pd.DataFrame, prov: pd.DataFrame, 
             continue
         for s in select(counts, prov, sweep, check[key], check):
             vl = int(min(s.vla.index))
-            cell = explain.Cell(s.kernel, s.variant, s.op, s.dtype, "vla", cpu, backend, s.compiler, vl, s.size)
+            cell = Cell(s.kernel, s.variant, s.op, s.dtype, "vla", cpu, backend, s.compiler, vl, s.size)
             try:
                 loop = explain.cell_hot_loop(cell, sweep, prov)
             except (config.ConfigError, FileNotFoundError, IndexError, KeyError):
@@ -316,11 +313,6 @@ def gem5_context(counts: pd.DataFrame, s: Series, check: dict[str, Any], sweep: 
     v = dict(zip(d["metric"], d["value"]))
     return (f"{s.variant} at VL {vl}: IPC {v.get('gem5.ipc_milli', 0) / 1000:.2f}, "
             f"L1D misses {v.get('gem5.l1d_misses')}, L2 misses {v.get('gem5.l2_misses')}")
-
-
-def figures(sweep: config.Sweep, has_gem5: bool) -> list[dict[str, Any]]:
-    """The configured figures; the cycle figures only when there are gem5 rows."""
-    return [f for f in sweep.figures if has_gem5 or not is_gem5(f)]
 
 
 def skipped(check: dict[str, Any]) -> dict[str, Any]:
@@ -381,7 +373,7 @@ def ratio_tables(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep) 
 def write_summary(rows: list[dict[str, Any]], counts: pd.DataFrame, path: Path, sweep: config.Sweep,
                   agree: pd.DataFrame | None = None) -> None:
     flags = counts[(counts["metric"] == "roi_net.nonlinear") & (counts["value"] == 1)]
-    cells = explain.discussed_cells(sweep)
+    cells = discussed_cells(sweep)
     lines = [
         "# Summary: the paper's mechanical claims against this sweep",
         "",
@@ -609,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
                 plot_ratio(f, base[0], series, fig_dir / f"{f['name']}_ratio.png", vls)
         has_gem5 = bool((counts["backend"] == "gem5").any())
         rows = [claim(c, counts, prov, sweep, has_gem5) for c in sweep.checks]
-        explain.write_cells(sweep, counts, prov, explain.discussed_cells(sweep), ns.summary.parent / "explain")
+        explain.write_cells(sweep, counts, prov, discussed_cells(sweep), ns.summary.parent / "explain")
         write_summary(rows, counts, ns.summary, sweep, agreement(counts))
         extra = ratio_tables(counts, prov, sweep)
         if extra:

@@ -1,0 +1,65 @@
+"""What the plot stage writes, known from the sweep alone: its figures and the cells it explains.
+
+The workflow lists these outputs at every start, a re-run with nothing to do included, so this
+module imports neither pandas nor matplotlib (pandas alone is 0.3 s of a 3 s no-op re-run);
+analysis.stages.plot and analysis.stages.explain read the tables and draw.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.core import config
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of counts.csv: a row of results/summary.md's discussion, or what `explain` prints."""
+    kernel: str
+    variant: str
+    op: str
+    dtype: str
+    build: str
+    cpu_model: str
+    backend: str
+    compiler: str
+    vl: int
+    size: int
+
+    @property
+    def slug(self) -> str:
+        op = "" if self.op == config.NO_OP else f"-{self.op}"
+        return f"{self.kernel}-{self.variant}{op}-{self.dtype}-{self.build}-{self.cpu_model}-{self.compiler}-{self.backend}-vl{self.vl}-{self.size}"
+
+
+def is_gem5(spec: dict[str, Any]) -> bool:
+    return spec.get("backend") == "gem5"
+
+
+def figures(sweep: config.Sweep, has_gem5: bool) -> list[dict[str, Any]]:
+    """The configured figures; the cycle figures only when there are gem5 rows."""
+    return [f for f in sweep.figures if has_gem5 or not is_gem5(f)]
+
+
+def discussed_cells(sweep: config.Sweep) -> list[Cell]:
+    """The cells results/summary.md discusses: the series of each check and of its conditions
+    at the smallest and the largest VL of the VLA build (first CPU model and backend of the
+    sweep; the check's compiler)."""
+    cells: list[Cell] = []
+    if not sweep.backends:  # a perf-only sweep counts nothing
+        return cells
+    specs = [c for chk in sweep.checks for c in [chk, *(config.condition_check(chk, x) for x in chk.get("conditions", []))]]
+    for chk in specs:
+        for key in ("numerator", "denominator", "series"):
+            sel = chk.get(key)
+            if not sel or "variant" not in sel:
+                continue
+            pairs = next(s["op_dtypes"] for s in sweep.selections if s["kernel"] == sel["kernel"])
+            op, dtype = next(((o, d) for o, d in pairs if sel.get("op", o) == o and sel.get("dtype", d) == d), pairs[0])
+            family = sweep.table.row(sel["kernel"], sel["variant"]).family
+            for vl in (min(sweep.vector_lengths), max(sweep.vector_lengths)):
+                cell = Cell(sel["kernel"], sel["variant"], op, dtype, "vla", next(iter(sweep.cpu_models)),
+                            sweep.backends[0], chk.get("compiler", sweep.compilers[0]), vl, sweep.sizes[family][0])
+                if cell not in cells:
+                    cells.append(cell)
+    return cells
