@@ -7,6 +7,7 @@ fix in one line before any job runs; each backend checks its own tools
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import platform
 import shutil
@@ -88,7 +89,14 @@ def run(cmd: list[str]) -> str:
 
 def first_line(cmd: list[str]) -> str:
     """The version line a tool prints first (`gcc --version`)."""
-    return run(cmd).splitlines()[0].strip()
+    return _first_line(shutil.which(cmd[0]) or cmd[0], tuple(cmd[1:]))
+
+
+# The workflow asks each compiler for its version twice at every start (the sweep's preflight,
+# then the stamps of every installed compiler): one subprocess per tool found on PATH is enough.
+@functools.cache
+def _first_line(tool: str, args: tuple[str, ...]) -> str:
+    return run([tool, *args]).splitlines()[0].strip()
 
 
 def host() -> str:
