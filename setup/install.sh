@@ -56,6 +56,11 @@ INSTALLER_VERSION=1
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 REQS="$ROOT/requirements.txt"
+# The Slurm executor plugin imports pandas when Snakemake collects its plugins, at every start
+# (0.3 s of a 3 s no-op re-run): it lives beside the venv's site-packages, on PYTHONPATH only
+# for `sweep --slurm` (analysis/commands/cli.py, SLURM_SITE).
+REQS_SLURM="$ROOT/requirements-slurm.txt"
+SLURM_SITE="$VENV/slurm-executor"
 STAMP="$VENV/.installed"
 ME="setup/install.sh"
 MIN_PY="3.11"
@@ -165,10 +170,21 @@ missing_cmds() {
     done
 }
 
-# Compare the venv's installed versions with requirements.txt pins.
+# Compare the venv's installed versions with the pins of requirements.txt (site-packages) and
+# requirements-slurm.txt (SLURM_SITE, and not in site-packages, where an older venv has it).
 # Prints one line per mismatch; exit 1 if any. Fast: importlib.metadata only.
 venv_pin_mismatches() {
-    "$VENV/bin/python" - "$REQS" <<'PY'
+    local bad=0
+    pins_in "$REQS" "" || bad=1
+    pins_in "$REQS_SLURM" "$SLURM_SITE" || bad=1
+    if "$VENV/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("snakemake_executor_plugin_slurm") is None)' 2>/dev/null; then
+        echo "snakemake-executor-plugin-slurm: in .venv's site-packages, belongs in $SLURM_SITE"; bad=1
+    fi
+    return $bad
+}
+# pins_in FILE EXTRA_PATH: the pins of FILE, looked up with EXTRA_PATH first on the path.
+pins_in() {
+    PYTHONPATH="$2" "$VENV/bin/python" - "$1" <<'PY'
 import sys, importlib.metadata as md
 bad = 0
 for line in open(sys.argv[1], encoding="utf-8"):
@@ -177,18 +193,18 @@ for line in open(sys.argv[1], encoding="utf-8"):
         continue
     name, sep, want = line.partition("==")
     if not sep:
-        print(f"requirements.txt line '{line}' is not pinned with ==")
+        print(f"{sys.argv[1]} line '{line}' is not pinned with ==")
         bad = 1
         continue
     name = name.split("[", 1)[0].strip()
     try:
         have = md.version(name)
     except md.PackageNotFoundError:
-        print(f"{name}: not installed, requirements.txt pins {want}")
+        print(f"{name}: not installed, {sys.argv[1].rsplit('/', 1)[-1]} pins {want}")
         bad = 1
         continue
     if have != want.strip():
-        print(f"{name}: installed {have}, requirements.txt pins {want}")
+        print(f"{name}: installed {have}, {sys.argv[1].rsplit('/', 1)[-1]} pins {want}")
         bad = 1
 sys.exit(bad)
 PY
@@ -208,7 +224,7 @@ venv_problems() {
 
 stamp_key() {
     # $@ = apt package list of this configuration
-    { echo "installer=$INSTALLER_VERSION venv=$VENV"; cat "$REQS"; printf '%s\n' "$@"; } \
+    { echo "installer=$INSTALLER_VERSION venv=$VENV"; cat "$REQS" "$REQS_SLURM"; printf '%s\n' "$@"; } \
         | sha256sum | cut -d' ' -f1
 }
 
@@ -371,6 +387,12 @@ setup_venv() {
             tail -n 20 "$log" >&2
             die "pip install failed (log: $log); fix the network/requirements.txt, then rerun $ME"
         fi
+        "$VENV/bin/python" -m pip uninstall -q -y --disable-pip-version-check snakemake-executor-plugin-slurm >>"$log" 2>&1 || true
+        if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --upgrade \
+                --target "$SLURM_SITE" -r "$REQS_SLURM" >>"$log" 2>&1; then
+            tail -n 20 "$log" >&2
+            die "pip install of the Slurm executor plugin failed (log: $log); fix the network, then rerun $ME"
+        fi
         "$VENV/bin/python" -m pip check --disable-pip-version-check >"$log.check" 2>&1 \
             || { cat "$log.check" >&2; die "pip check failed: requirements.txt lacks a dependency; regenerate it (see its header)"; }
         venv_pin_mismatches >&2 || die "venv does not match requirements.txt after install; fix: rm -rf .venv && $ME"
@@ -433,6 +455,7 @@ if [[ $WITH_SLURM -eq 1 ]]; then APT_PKGS+=("${APT_SLURM[@]}"); CMDS+=(slurmctld
 if [[ $WITH_OMPI5 -eq 1 ]]; then APT_PKGS+=("${APT_OMPI5[@]}"); fi
 
 [[ -f "$REQS" ]] || die "requirements.txt missing at $REQS; restore it from git"
+[[ -f "$REQS_SLURM" ]] || die "requirements-slurm.txt missing at $REQS_SLURM; restore it from git"
 
 if [[ $MODE == check ]]; then
     problems=()

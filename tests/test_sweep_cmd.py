@@ -1,13 +1,14 @@
 """The Snakemake command line every local run uses (sweep, regress, count, bench, ab)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from analysis.commands import guard
+from analysis.commands import guard, slurm
 
 
 def test_local_runs_use_the_greedy_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -17,22 +18,21 @@ def test_local_runs_use_the_greedy_scheduler(monkeypatch: pytest.MonkeyPatch) ->
     assert cmd[-2:] == ["--config", "sweep=configs/tiny.yaml"]
 
 
-def test_local_runs_keep_scontrol_from_waiting_for_a_controller(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SLURM_CONF", raising=False)
-    monkeypatch.setattr(guard.shutil, "which", lambda name: "/usr/bin/scontrol" if name == "scontrol" else None)
-    cmd = guard.snakemake_cmd("configs/tiny.yaml", {}, 2, [])
-    assert cmd[:2] == ["env", "SLURM_CONF=/dev/null"] and cmd[2].endswith("snakemake")
-    # Through Slurm the first word is Snakemake's (analysis.commands.slurm inserts its profile after it).
-    assert guard.snakemake_cmd("configs/tiny.yaml", {}, 2, [], slurm=True)[0].endswith("snakemake")
-    # A configuration of the caller's is theirs; without scontrol there is nothing to wait for.
-    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/slurm.conf")
-    assert guard.snakemake_cmd("configs/tiny.yaml", {}, 2, [])[0].endswith("snakemake")
-    monkeypatch.delenv("SLURM_CONF")
-    monkeypatch.setattr(guard.shutil, "which", lambda name: None)
-    assert guard.snakemake_cmd("configs/tiny.yaml", {}, 2, [])[0].endswith("snakemake")
-
-
-def test_the_prefixed_command_runs_snakemake() -> None:
-    cmd = guard.local_env_prefix() + [str(Path(sys.executable).parent / "snakemake"), "--version"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+def test_a_local_snakemake_start_never_asks_slurm(tmp_path: Path) -> None:
+    """Snakemake imports every executor plugin it finds at each start, and the Slurm one ran
+    `scontrol show config` (9 s where slurm-wlm is installed without a running controller) and
+    imported pandas (0.3 s). setup/install.sh keeps it out of site-packages; `sweep --slurm`
+    alone puts it on the path (slurm.executor_env)."""
+    called = tmp_path / "called"
+    (tmp_path / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" >> {called}\n")
+    (tmp_path / "scontrol").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "PYTHONPATH")}
+    env["PATH"] = f"{tmp_path}{os.pathsep}{env['PATH']}"
+    cmd = guard.snakemake_cmd("configs/tiny.yaml", {}, 2, ["--version"])
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0 and proc.stdout.strip()[0].isdigit(), proc.stderr
+    assert not called.exists(), called.read_text()
+    # Through Slurm the plugin is there (and its first word is Snakemake's: the profile follows).
+    assert guard.snakemake_cmd("configs/tiny.yaml", {}, 2, [], slurm=True)[0].endswith("snakemake")
+    code = "import importlib.util, sys; sys.exit(importlib.util.find_spec('snakemake_executor_plugin_slurm') is None)"
+    assert subprocess.run([sys.executable, "-c", code], env={**env, **slurm.executor_env()}).returncode == 0

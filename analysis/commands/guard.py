@@ -27,22 +27,11 @@ DERIVED = ["counts.csv", "provenance.csv", "summary.md", "perf.csv", "perf_summa
 STALE_DIR = "stale"
 
 
-def local_env_prefix() -> list[str]:
-    """Snakemake loads every executor plugin at start, and the Slurm one runs `scontrol show
-    config`, which waits 9 s for a controller where slurm-wlm is installed but no cluster is
-    configured (here after --stop-slurm). A local run never asks Slurm anything: an empty
-    configuration makes scontrol answer at once. A SLURM_CONF of the caller's is left alone."""
-    if "SLURM_CONF" in os.environ or shutil.which("scontrol") is None:
-        return []
-    return ["env", "SLURM_CONF=/dev/null"]
-
-
 def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str],
                   slurm: bool = False) -> list[str]:
     """`slurm`: the command analysis.commands.slurm runs (its first word must be Snakemake's)."""
     conf = [f"sweep={sweep_path}"] + [f"{k}={v}" for k, v in overrides.items()]
     return [
-        *([] if slurm else local_env_prefix()),
         # --config takes every word after it: targets and options go first.
         str(Path(sys.executable).parent / "snakemake"), *extra, "--snakefile", str(REPO / "Snakefile"),
         "--directory", str(REPO), "--cores", str(cores),

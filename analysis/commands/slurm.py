@@ -265,6 +265,16 @@ def prepare(name: str | None, account: str | None, partition: str | None) -> Pla
     return Plan(name, prof, preflight(prof), conf)
 
 
+# setup/install.sh keeps the Slurm executor plugin out of site-packages (requirements-slurm.txt:
+# Snakemake would import it, and pandas, at every local start); only this path puts it in reach.
+SLURM_SITE = Path(sys.prefix) / "slurm-executor"
+
+
+def executor_env() -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{SLURM_SITE}{os.pathsep}{path}" if path else str(SLURM_SITE)}
+
+
 def run(cmd: list[str], plan: Plan) -> int:
     """Run Snakemake (cmd) through Slurm; returns its exit code (1 on a stopped or failed run)."""
     print(plan.line(), flush=True)
@@ -272,7 +282,8 @@ def run(cmd: list[str], plan: Plan) -> int:
     with tempfile.TemporaryDirectory(prefix="sve-slurm-profile-") as tmp:
         pdir = write_profile(prof, Path(tmp) / "profile")
         # Before --config, which takes every word after it.
-        proc = subprocess.Popen([cmd[0], "--profile", str(pdir), *cmd[1:]], stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([cmd[0], "--profile", str(pdir), *cmd[1:]], stderr=subprocess.PIPE, text=True,
+                                env=executor_env())
         stopped: list[str] = []
         done = threading.Event()
         watcher = threading.Thread(target=_watch, args=(proc, part, stopped, done), daemon=True)
