@@ -1,7 +1,7 @@
 # Plot stage: the paper's figures (ROI count vs VL, one line per variant), a ratio figure
 # per family, results/summary.md checking the paper's mechanical ratios, and one Markdown
 # explanation per cell the summary discusses (results/explain/).
-# The outputs come from a module without pandas: every workflow start lists them.
+# The outputs are known from the sweep alone (plotplan); drawing is the job's.
 from analysis.stages import plotplan as P
 
 _FIGS = P.figures(SWEEP, has_gem5="gem5" in RUNNING)

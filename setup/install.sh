@@ -56,8 +56,8 @@ INSTALLER_VERSION=1
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 REQS="$ROOT/requirements.txt"
-# The Slurm executor plugin imports pandas when Snakemake collects its plugins, at every start
-# (0.3 s of a 3 s no-op re-run): it lives beside the venv's site-packages, on PYTHONPATH only
+# The Slurm executor plugin runs `scontrol show config` when Snakemake collects its plugins, at
+# every start (9 s without a running controller): it lives beside the venv's site-packages, on PYTHONPATH only
 # for `sweep --slurm` (analysis/commands/cli.py, SLURM_SITE).
 REQS_SLURM="$ROOT/requirements-slurm.txt"
 SLURM_SITE="$VENV/slurm-executor"

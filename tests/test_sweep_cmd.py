@@ -20,8 +20,8 @@ def test_local_runs_use_the_greedy_scheduler(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_local_snakemake_start_never_asks_slurm(tmp_path: Path) -> None:
     """Snakemake imports every executor plugin it finds at each start, and the Slurm one ran
-    `scontrol show config` (9 s where slurm-wlm is installed without a running controller) and
-    imported pandas (0.3 s). setup/install.sh keeps it out of site-packages; `sweep --slurm`
+    `scontrol show config` (9 s where slurm-wlm is installed without a running controller).
+    setup/install.sh keeps it out of site-packages; `sweep --slurm`
     alone puts it on the path (slurm.executor_env)."""
     called = tmp_path / "called"
     (tmp_path / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" >> {called}\n")

@@ -87,9 +87,9 @@ def test_writer_refuses_duplicate_keys_and_keeps_old_table(tmp_path: Path) -> No
 
 
 def test_the_workflow_start_loads_neither_pandas_nor_matplotlib() -> None:
-    """Every Snakemake start (a re-run with nothing to do included) imports what the rule files
-    import; the plot rule's outputs were listed through modules that import pandas (0.3 s of a
-    3 s no-op re-run). The data libraries belong to the jobs that read the tables."""
+    """Every Snakemake start imports what the rule files import; the plot rule's outputs were
+    listed through the modules that read the tables and draw. The data libraries belong to the
+    jobs that use them."""
     sources = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
     modules = sorted({f"{pkg}.{name.split()[0]}" for src in sources
                       for pkg, names in re.findall(r"^from (analysis[\w.]*) import (.+)$", src.read_text(), re.M)

@@ -266,7 +266,7 @@ def prepare(name: str | None, account: str | None, partition: str | None) -> Pla
 
 
 # setup/install.sh keeps the Slurm executor plugin out of site-packages (requirements-slurm.txt:
-# Snakemake would import it, and pandas, at every local start); only this path puts it in reach.
+# Snakemake would import it at every local start, and it asks scontrol); only this path puts it in reach.
 SLURM_SITE = Path(sys.prefix) / "slurm-executor"
 
 

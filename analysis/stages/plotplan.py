@@ -1,8 +1,9 @@
 """What the plot stage writes, known from the sweep alone: its figures and the cells it explains.
 
-The workflow lists these outputs at every start, a re-run with nothing to do included, so this
-module imports neither pandas nor matplotlib (pandas alone is 0.3 s of a 3 s no-op re-run);
-analysis.stages.plot and analysis.stages.explain read the tables and draw.
+The workflow lists these outputs at every start, so the rule files need only the sweep here, not
+the data libraries: analysis.stages.plot and analysis.stages.explain read the tables and draw.
+(Snakemake itself imports pandas when pandas is installed, to hash rule params, so this saves no
+time on a no-op re-run; measured.)
 """
 from __future__ import annotations
 
