@@ -320,7 +320,7 @@ def test_slurm_profile_gives_measurements_a_whole_node(tmp_path: Path) -> None:
         [str(Path(os.sys.executable).parent / "snakemake"), "-n", "-p", "--snakefile", str(REPO / "Snakefile"),
          "--directory", str(REPO), "--profile", str(profile),
          "--config", f"sweep={REPO / 'configs' / 'a64fx.yaml'}", f"results_dir={tmp_path / 'r'}", f"build_dir={tmp_path / 'b'}"],
-        capture_output=True, text=True)
+        capture_output=True, text=True, env=slurm.executor_env())  # the plugin is on the path with --slurm only
     if "perf: skipped" in proc.stderr and "measure_perf" not in proc.stdout:
         pytest.skip("perf cannot count here, so the sweep has no measure jobs")
     assert proc.returncode == 0, proc.stderr[-2000:]
