@@ -109,8 +109,7 @@ def logger_args(verbose: bool) -> list[str]:
 
 
 def snakemake_env() -> dict[str, str]:
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": f"{PLUGINS}{os.pathsep}{path}" if path else str(PLUGINS)}
+    return guard.pythonpath_env(PLUGINS)
 
 
 SNAKEMAKE_LOGS = REPO / ".snakemake" / "log"

@@ -27,6 +27,12 @@ DERIVED = ["counts.csv", "provenance.csv", "summary.md", "perf.csv", "perf_summa
 STALE_DIR = "stale"
 
 
+def pythonpath_env(first: Path) -> dict[str, str]:
+    """This environment with `first` at the head of PYTHONPATH (plugins Snakemake must find)."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{first}{os.pathsep}{path}" if path else str(first)}
+
+
 def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str],
                   slurm: bool = False) -> list[str]:
     """`slurm`: the command analysis.commands.slurm runs (its first word must be Snakemake's)."""

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from analysis.commands import guard
 from analysis.core import config
 
 PROFILES = config.REPO / "configs" / "profiles"
@@ -271,8 +272,7 @@ SLURM_SITE = Path(sys.prefix) / "slurm-executor"
 
 
 def executor_env() -> dict[str, str]:
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": f"{SLURM_SITE}{os.pathsep}{path}" if path else str(SLURM_SITE)}
+    return guard.pythonpath_env(SLURM_SITE)
 
 
 def run(cmd: list[str], plan: Plan) -> int:
