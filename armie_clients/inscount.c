@@ -106,6 +106,11 @@ static void report(void)
     bool ok = tbs_roi_balanced();
     FILE *f;
 
+    /* once per run of a batch: each report starts from zero */
+    memset(&whole, 0, sizeof(whole));
+    memset(&roi, 0, sizeof(roi));
+    free(funcs);
+    funcs_n = 0;
     funcs = tbs_xcalloc(tbs_n_insns(), sizeof(*funcs));
     tbs_foreach(add_insn, NULL);
     funcs_n = tbs_group(funcs, funcs_n, sizeof(*funcs), func_by_name, func_add);

@@ -11,7 +11,8 @@
  *       -plugin ./libmemory.so,out=mem.json,vl=512 ./prog args
  * Arguments: out=<path> and vl=<bits> (required; the vector length the guest
  * runs at, valid under the SVE VL rule the build passes as SVE_VL_MIN,
- * SVE_VL_MAX and SVE_VL_STEP from analysis/config.py). Unknown keys are
+ * SVE_VL_MAX and SVE_VL_STEP from analysis/config.py; a batch of runs,
+ * tbstats.h, gives one per run: vl=<bits>:<bits>:...). Unknown keys are
  * rejected.
  *
  * Output (docs/contracts.md section 3): "client", "plugin_api", "markers",
@@ -64,7 +65,9 @@ static const char *const CLIENT = "memory";
 #error "build with analysis/build.py plugin_cmd: it defines SVE_VL_MIN, SVE_VL_MAX, SVE_VL_STEP"
 #endif
 
-static uint64_t vl_bits;
+static uint64_t *vls; /* one per run of a batch */
+static size_t n_vls;
+static uint64_t vl_bits; /* of the run being reported */
 static uint64_t m_insns[N_MCLASSES], m_bytes[N_MCLASSES];
 static uint64_t obs_loads, obs_stores, obs_other;
 
@@ -114,7 +117,18 @@ static void add_insn(const tbs_insn *in, void *ud)
 static void report(void)
 {
     FILE *f;
+    long run = tbs_segment() < 0 ? 0 : tbs_segment();
 
+    if ((size_t)run >= n_vls) {
+        fprintf(stderr, "%s: run %ld of the batch has no vl= (%zu given)\n",
+                CLIENT, run, n_vls);
+        abort();
+    }
+    vl_bits = vls[run];
+    /* once per run of a batch: each report starts from zero */
+    memset(m_insns, 0, sizeof(m_insns));
+    memset(m_bytes, 0, sizeof(m_bytes));
+    obs_loads = obs_stores = obs_other = 0;
     tbs_foreach(add_insn, NULL);
     f = tbs_json_open(CLIENT);
     if (!f) {
@@ -154,12 +168,26 @@ static void report(void)
 
 static int parse_arg(const char *key, const char *val)
 {
+    char *list, *tok, *save = NULL;
+
     if (strcmp(key, "vl") != 0) {
         return 0;
     }
-    if (!parse_vl(val, &vl_bits)) {
+    list = strdup(val);
+    vls = tbs_xcalloc(strlen(val) / 2 + 1, sizeof(*vls));
+    n_vls = 0;
+    for (tok = strtok_r(list, ":", &save); tok;
+         tok = strtok_r(NULL, ":", &save)) {
+        if (!parse_vl(tok, &vls[n_vls++])) {
+            n_vls = 0;
+            break;
+        }
+    }
+    free(list);
+    if (!n_vls) {
         fprintf(stderr,
-                "%s: vl=%s: expected a multiple of %d in %d..%d (bits)\n",
+                "%s: vl=%s: expected a multiple of %d in %d..%d (bits), or "
+                "one per run separated by ':'\n",
                 CLIENT, val, SVE_VL_STEP, SVE_VL_MIN, SVE_VL_MAX);
         return -1;
     }
@@ -174,7 +202,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
                        "out=<path>, vl=<bits>") != 0) {
         return -1;
     }
-    if (!vl_bits) {
+    if (!n_vls) {
         fprintf(stderr, "%s: missing required argument vl=<bits>\n", CLIENT);
         return -1;
     }

@@ -105,6 +105,9 @@ static void report(void)
 {
     FILE *f;
 
+    /* once per run of a batch: each report starts from zero */
+    free(ops);
+    ops_n = 0;
     ops = tbs_xcalloc(tbs_n_insns(), sizeof(*ops));
     tbs_foreach(add_insn, NULL);
     ops_n = tbs_group(ops, ops_n, sizeof(*ops), cmp_enc, op_add);

@@ -26,6 +26,7 @@ typedef struct tbs_rec {
     uint32_t *enc;
     const char **sym;
     int64_t *adj; /* NULL, or n deltas: adj[k] applies to insns k..n-1 */
+    int64_t *wadj; /* the same for the whole count (the TB of a run marker) */
     uint64_t *mem;     /* mem mode, 2n: accesses[n], accesses at begin[n] */
     uint64_t *mem_roi; /* mem mode, n: accesses over closed ROIs */
 } tbs_rec;
@@ -58,6 +59,8 @@ static qemu_plugin_id_t trans_id;
 
 static uint64_t begins, ends;
 static bool in_roi, roi_error;
+/* The run being counted in a batch (tbstats.h): -1 until the first run marker. */
+static long segment = -1;
 
 static char *pending_out; /* out= of the client being installed */
 static const char *client_name = "tbstats";
@@ -162,15 +165,21 @@ int tbs_parse_args(const char *client, const qemu_info_t *info, int argc,
 
 
 
-static void add_adj(tbs_rec *r, uint32_t from, int64_t delta)
+static void add_delta(int64_t **deltas, uint32_t n, uint32_t from,
+                      int64_t delta)
 {
-    if (from >= r->n) {
+    if (from >= n) {
         return;
     }
-    if (!r->adj) {
-        r->adj = tbs_xcalloc(r->n, sizeof(*r->adj));
+    if (!*deltas) {
+        *deltas = tbs_xcalloc(n, sizeof(**deltas));
     }
-    r->adj[from] += delta;
+    (*deltas)[from] += delta;
+}
+
+static void add_adj(tbs_rec *r, uint32_t from, int64_t delta)
+{
+    add_delta(&r->adj, r->n, from, delta);
 }
 
 static void roi_begin_cb(unsigned int vcpu, void *ud)
@@ -220,6 +229,48 @@ static void roi_end_cb(unsigned int vcpu, void *ud)
     add_adj(m->rec, m->idx, -1);
 }
 
+/* Every counter back to zero: the start of a run of a batch. */
+static void reset_counts(void)
+{
+    for (size_t i = 0; i < n_recs; i++) {
+        tbs_rec *r = recs[i];
+        r->execs = r->roi_start = r->roi_execs = 0;
+        free(r->adj);
+        free(r->wadj);
+        r->adj = r->wadj = NULL;
+        if (r->mem) {
+            memset(r->mem, 0, 2 * r->n * sizeof(uint64_t));
+            memset(r->mem_roi, 0, r->n * sizeof(uint64_t));
+        }
+    }
+    begins = ends = 0;
+    in_roi = roi_error = false;
+}
+
+static void report_all(void);
+
+/* A run marker ends the run being counted (each client writes its file for it) and starts
+ * the next. The marker's TB was counted at its entry: the instructions from the marker on
+ * belong to the next run, those before it to the one that ends. */
+static void run_mark_cb(unsigned int vcpu, void *ud)
+{
+    tbs_mark *m = ud;
+    (void)vcpu;
+
+    if (segment >= 0) {
+        add_delta(&m->rec->wadj, m->rec->n, m->idx, -1);
+        report_all();
+    }
+    segment++;
+    reset_counts();
+    add_delta(&m->rec->wadj, m->rec->n, m->idx, +1);
+}
+
+long tbs_segment(void)
+{
+    return segment;
+}
+
 uint64_t tbs_roi_begins(void)
 {
     return begins;
@@ -266,12 +317,13 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
          * reports functions */
         r->sym[i] = want_syms ? qemu_plugin_insn_symbol(insn) : NULL;
 
-        if (w == TBS_ROI_BEGIN || w == TBS_ROI_END) {
+        if (w == TBS_ROI_BEGIN || w == TBS_ROI_END || w == TBS_RUN_MARK) {
             tbs_mark *m = tbs_xcalloc(1, sizeof(*m));
             m->rec = r;
             m->idx = (uint32_t)i;
             qemu_plugin_register_vcpu_insn_exec_cb(
-                insn, w == TBS_ROI_BEGIN ? roi_begin_cb : roi_end_cb,
+                insn, w == TBS_ROI_BEGIN ? roi_begin_cb
+                      : w == TBS_ROI_END ? roi_end_cb : run_mark_cb,
                 QEMU_PLUGIN_CB_NO_REGS, m);
         }
         if (want_mem) {
@@ -302,11 +354,22 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
      * also its roi_start (calloc) */
 }
 
+static void report_all(void)
+{
+    for (int i = 0; i < n_clients; i++) {
+        clients[i].report();
+    }
+}
+
+/* One run per process: report at exit. A batch has reported each run at
+ * the marker after it; what follows the last marker is the exit. */
 static void at_exit(qemu_plugin_id_t id, void *ud)
 {
     tbs_client *c = ud;
     (void)id;
-    c->report();
+    if (segment < 0) {
+        c->report();
+    }
 }
 
 /* Register what `id` needs: its exit report, and the translation callback
@@ -371,7 +434,7 @@ void tbs_foreach(tbs_insn_fn fn, void *userdata)
 {
     for (size_t i = 0; i < n_recs; i++) {
         tbs_rec *r = recs[i];
-        int64_t adj = 0;
+        int64_t adj = 0, wadj = 0;
 
         for (uint32_t k = 0; k < r->n; k++) {
             tbs_insn in;
@@ -379,10 +442,13 @@ void tbs_foreach(tbs_insn_fn fn, void *userdata)
             if (r->adj) {
                 adj += r->adj[k];
             }
+            if (r->wadj) {
+                wadj += r->wadj[k];
+            }
             in.enc = r->enc[k];
             in.sym = r->sym[k];
             in.vaddr = r->vaddr + 4 * (uint64_t)k;
-            in.whole = r->execs;
+            in.whole = (uint64_t)((int64_t)r->execs + wadj);
             in.roi = (uint64_t)((int64_t)r->roi_execs + adj);
             in.roi_mem = r->mem_roi ? r->mem_roi[k] : 0;
             fn(&in, userdata);
@@ -423,11 +489,26 @@ size_t tbs_group(void *base, size_t n, size_t size,
 
 /* ---- JSON file -------------------------------------------------------- */
 
+/* <out>, or <out>.<run> for each run of a batch. */
+static char *out_path(const char *out)
+{
+    size_t len = strlen(out) + 24;
+    char *t = tbs_xcalloc(len, 1);
+    if (segment < 0) {
+        snprintf(t, len, "%s", out);
+    } else {
+        snprintf(t, len, "%s.%ld", out, segment);
+    }
+    return t;
+}
+
 static char *tmp_path(const char *out)
 {
-    size_t len = strlen(out) + 5;
+    char *o = out_path(out);
+    size_t len = strlen(o) + 5;
     char *t = tbs_xcalloc(len, 1);
-    snprintf(t, len, "%s.tmp", out);
+    snprintf(t, len, "%s.tmp", o);
+    free(o);
     return t;
 }
 
@@ -472,8 +553,8 @@ FILE *tbs_json_open(const char *client)
 
 int tbs_json_close(const char *client, FILE *f)
 {
-    const char *out = client_named(client)->out;
-    char *t = tmp_path(out);
+    char *out = out_path(client_named(client)->out);
+    char *t = tmp_path(client_named(client)->out);
     int rc = 0;
 
     fprintf(f, "\n}\n");
@@ -491,5 +572,6 @@ int tbs_json_close(const char *client, FILE *f)
                 strerror(errno));
     }
     free(t);
+    free(out);
     return rc;
 }

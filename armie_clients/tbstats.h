@@ -43,6 +43,12 @@
 
 #define TBS_ROI_BEGIN 0xd503281fu /* hint #0x40 */
 #define TBS_ROI_END 0xd503283fu   /* hint #0x41 */
+/* Batch mode: a process that runs several cells (kernels/harness/harness.c) executes
+ * hint #0x42 before each run and after the last. Each marker ends the run being counted:
+ * every client writes <out>.<run> (run = 0, 1, ...) for it, and every counter restarts
+ * from zero, so each file counts exactly what one run executed. A process without the
+ * marker writes <out> at exit, as before. */
+#define TBS_RUN_MARK 0xd503285fu  /* hint #0x42 */
 
 /* One static instruction (one translation of it) as seen at exit. */
 typedef struct tbs_insn {
@@ -96,6 +102,9 @@ TBS_API int tbs_parse_args(const char *client, const qemu_info_t *info, int argc
  */
 TBS_API int tbs_start(qemu_plugin_id_t id, bool mem_counters, bool symbols,
               void (*report)(void));
+
+/* The run of a batch being counted (0, 1, ...); -1 in a process of one run. */
+TBS_API long tbs_segment(void);
 
 /* Markers seen and whether they form B == E >= 1 sequential pairs. */
 TBS_API uint64_t tbs_roi_begins(void);

@@ -193,6 +193,37 @@ def test_same_cell_twice_and_in_another_environment(binaries, plugin_dir, monkey
         assert first[part] == second[part] == third[part], part
 
 
+def test_a_cell_counts_the_same_alone_and_in_a_batch(binaries, plugin_dir, all_sweep) -> None:
+    """A count job runs its cells in one QEMU process (the binary's --batch mode): each cell's
+    record, every client and the whole-program part included, is the one it gets alone (a
+    batch of one), for every kernel, with the VL changing between runs and sizes small enough
+    for alignment-dependent paths (memcpy, string functions) to show a difference."""
+    from analysis.backends import qemu
+    cells = [(256, 4096), (2048, 0), (128, 12288), (1152, 4096), (256, 4096)]
+    differ = []
+    for row in all_sweep.table.rows:
+        if not row.sve:
+            continue
+        params = default_params(all_sweep.table, row)
+        runs = [config.Run(vl, n, "-", "-", params) for vl, n in cells]
+        b = binaries(row.kernel, row.variant)
+        batch = qemu.run_batch(b, "max", runs, plugin_dir)
+        assert [r["vl_seen"] for r in batch] == [vl for vl, _ in cells], row.name
+        for run, rec in zip(runs, batch):
+            alone = qemu.run_once(b, "max", run, plugin_dir)
+            differ += [f"{row.name} vl={run.vl} size={run.size} {c}" for c in qemu.CLIENTS if rec[c] != alone[c]]
+    assert not differ, "\n".join(differ)
+
+
+def test_a_failing_run_of_a_batch_is_named(binaries, plugin_dir) -> None:
+    """The batch stops at the first run that fails; the error names that run, not the first."""
+    from analysis.backends import RunError, qemu
+    runs = [config.Run(256, 4096, "-", "-", ()), config.Run(384, 0, "-", "-", (("bogus", 1),)),
+            config.Run(512, 0, "-", "-", ())]
+    with pytest.raises(RunError, match=r"copy-acle_4v cpu=max vl=384 size=0: usage error: unknown parameter 'bogus'"):
+        qemu.run_batch(binaries("copy", "acle_4v"), "max", runs, plugin_dir)
+
+
 def test_cpu_model_a64fx_picks_glibc_a64fx_memcpy(binaries, plugin_dir) -> None:
     """The CPU model is a dimension: under -cpu a64fx glibc's ifunc picks __memcpy_a64fx."""
     b = binaries("copy", "glibc_memcpy")

@@ -76,7 +76,7 @@ def mpi5_bin(sweep: config.Sweep, sweep_path: Path, rows) -> Callable[[str], Pat
 
 def plain_run(binary: Path, run_: config.Run, env: dict[str, str]) -> subprocess.CompletedProcess:
     """The runner's QEMU command without plugins."""
-    cmd = qemu.qemu_command(binary, "max", run_, Path("/nonexistent"), binary.parent, env)
+    cmd = qemu.qemu_command(binary, "max", [run_], Path("/nonexistent"), binary.parent, env)
     cmd = [w for i, w in enumerate(cmd) if w != "-plugin" and (i == 0 or cmd[i - 1] != "-plugin")]
     return subprocess.run(cmd, cwd=binary.parent, capture_output=True, text=True)
 

@@ -117,6 +117,12 @@ roi_end:
     hint #0x41
     ret
     .size roi_end, .-roi_end
+    .global run_mark
+    .type run_mark, %function
+run_mark:
+    hint #0x42
+    ret
+    .size run_mark, .-run_mark
 """
 
 COPY_C = r"""
@@ -128,6 +134,7 @@ COPY_C = r"""
 
 void roi_begin(void);
 void roi_end(void);
+void run_mark(void);
 
 static uint8_t src[1 << 16] __attribute__((aligned(64)));
 static uint8_t dst[1 << 16] __attribute__((aligned(64)));
@@ -202,6 +209,17 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "twice")) {
         run_sve(n);
         run_sve(n);
+    } else if (!strcmp(mode, "runs")) {
+        /* three runs of a batch (n, 2n and n bytes), each between two run marks and each
+         * through the same code, as the harness's batch loop */
+        const uint64_t sizes[3] = {n, 2 * n, n};
+        volatile int runs = 3; /* not unrolled: every run through the same instructions */
+        for (int k = 0;; k++) {
+            run_mark();
+            if (k == runs)
+                break;
+            run_sve(sizes[k]);
+        }
     } else if (!strcmp(mode, "nomarkers"))
         copy_sve(dst, src, n);
     else if (!strcmp(mode, "twobegin")) {
@@ -764,6 +782,54 @@ def test_two_sequential_rois_sum(build, prog, tmp_path):
     assert two["markers"] == {"begin": 2, "end": 2, "balanced": True}
     assert two["roi"]["total"] == 2 * one["roi"]["total"]
     assert two["roi"]["classes"] == {k: 2 * v for k, v in one["roi"]["classes"].items()}
+
+
+def test_run_marks_split_the_counts_per_run(build, prog, tmp_path):
+    """hint #0x42 (a batch's run mark): each client writes <out>.<run> for what the run
+    executed between its marks, counters from zero; no <out> for the process."""
+    n = 16384
+    fixed, per_iter, _ = closed_form(prog)
+    one = run_clients(build, prog, ["sve", n], tmp_path, clients=CLIENTS)
+    plugins, outs = [], {}
+    for c in CLIENTS:
+        out = tmp_path / f"{c}-runs.json"
+        kv = {"out": out, "vl": "512:1024:512"} if c == "memory" else {"out": out}
+        if c == "opcodes":
+            kv["whole"] = "on"
+        plugins.append((build / f"lib{c}.so", kv))
+        outs[c] = out
+    qemu(prog, ["runs", n], plugins)
+    runs = []
+    for c, out in outs.items():
+        assert not out.exists(), f"{c} wrote {out} as well as the runs' files"
+        assert not Path(f"{out}.3").exists(), f"{c} wrote a file for what follows the last mark"
+    for k in range(3):
+        runs.append({c: json.loads(Path(f"{out}.{k}").read_text()) for c, out in outs.items()})
+    for k, size in enumerate((n, 2 * n, n)):
+        ins = runs[k]["inscount"]
+        assert ins["markers"] == {"begin": 1, "end": 1, "balanced": True}
+        assert ins["roi"]["total"] == fixed + per_iter * math.ceil(size / 64), (k, ins["roi"])
+        assert sum(e["count"] for e in runs[k]["opcodes"]["whole"]) == ins["whole"]["total"]
+        # a run's share: far less than the process of one run, which counts start-up and exit
+        assert ins["roi"]["total"] < ins["whole"]["total"] < one["inscount"]["whole"]["total"]
+    # the same work counts the same wherever it stands in the batch
+    assert runs[0]["inscount"] == runs[2]["inscount"]
+    assert runs[0]["opcodes"] == runs[2]["opcodes"]
+    assert runs[0]["inscount"]["roi"] == one["inscount"]["roi"]
+    # memory: each run at its own vl= entry (SVE bytes derived at 1024 bits double the 512's
+    # for twice the vectors of 2n bytes at 512 ... here: run 1 copies 2n bytes at vl 1024)
+    mem = [r["memory"] for r in runs]
+    assert [m["vl"] for m in mem] == [512, 1024, 512]
+    load = [m["roi"]["classes"]["sve_contig_load"] for m in mem]
+    assert load[1]["insns"] == 2 * load[0]["insns"]
+    assert load[1]["bytes"] == 4 * load[0]["bytes"]
+
+
+def test_run_marks_need_a_vl_per_run(build, prog, tmp_path):
+    r = qemu(prog, ["runs", 4096], [(build / "libmemory.so", {"out": tmp_path / "m.json", "vl": "512:512"})],
+             check=False)
+    assert r.returncode != 0
+    assert "memory: run 2 of the batch has no vl= (2 given)" in r.stderr
 
 
 def test_small_roi(build, prog, tmp_path):

@@ -8,15 +8,17 @@ import ctypes
 import hashlib
 import json
 import os
+import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, TextIO
+from typing import Any, Callable, Iterator, Protocol, Sequence, TextIO
 
 from analysis.core.config import Job, Run, Sweep
 
@@ -171,12 +173,56 @@ def run_limited(cmd: list[str], timeout: float | None, cell: str, **kwargs: Any)
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
-            raise RunError(f"{cell}: stopped after its time limit of {timeout:g} s (killed); if the kernel is "
-                           "merely slow, raise time_limit in the sweep file (per kernel: kernels/time_limit)") from None
+            raise _time_limit_error(cell, timeout) from None
         except BaseException:
             _kill_group(proc)
             raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _time_limit_error(cell: str, limit: float) -> RunError:
+    return RunError(f"{cell}: stopped after its time limit of {limit:g} s (killed); if the kernel is "
+                    "merely slow, raise time_limit in the sweep file (per kernel: kernels/time_limit)")
+
+
+def run_cells(cmd: list[str], limits: Sequence[float | None], cells: Sequence[str], done: bytes,
+              on_done: Callable[[int, float], None] | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
+    """`run_limited` for a process that runs cells one after another and prints a line starting
+    with `done` as each ends (a batch): cell k may take limits[k] seconds from the end of the
+    one before it, and the error names the cell that ran out of time. `on_done(k, seconds)`
+    is called as cell k ends (the job's log shows progress within a long batch)."""
+    out, err = bytearray(), bytearray()
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                          preexec_fn=_die_with_parent, **kwargs) as proc:
+        try:
+            with selectors.DefaultSelector() as sel:
+                assert proc.stdout is not None and proc.stderr is not None
+                sel.register(proc.stdout, selectors.EVENT_READ, out)
+                sel.register(proc.stderr, selectors.EVENT_READ, err)
+                k, start = 0, time.monotonic()
+                while sel.get_map():
+                    limit = limits[k] if k < len(limits) else None
+                    events = sel.select(None if limit is None else max(0.0, start + limit - time.monotonic()))
+                    if limit is not None and not events and time.monotonic() >= start + limit:
+                        _kill_group(proc)
+                        raise _time_limit_error(cells[k], limit)
+                    for key, _ in events:
+                        data = os.read(key.fd, 65536)
+                        if not data:
+                            sel.unregister(key.fileobj)
+                            continue
+                        key.data.extend(data)
+                        ended = sum(1 for ln in out.split(b"\n")[:-1] if ln.startswith(done))
+                        while key.data is out and ended > k:
+                            now = time.monotonic()
+                            if on_done:
+                                on_done(k, now - start)
+                            k, start = k + 1, now
+            proc.wait()
+        except BaseException:
+            _kill_group(proc)
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
 def _die_with_parent() -> None:
@@ -222,12 +268,18 @@ def count_job(plan: Plan, run_once: Callable[[Run, float], dict[str, Any]], log:
     records = []
     for i, (run, limit) in enumerate(zip(plan.runs, plan.time_limits), 1):
         rec = run_once(run, limit)
-        check_vl_seen(binary, plan.cpu_model, run, rec["vl_seen"])
         records.append(rec)
-        what = (f"roi={rec['inscount']['roi']['total']}" if "inscount" in rec
-                else f"cycles={rec['gem5']['cycles']:.0f} insts={rec['gem5']['insts']:.0f}")
-        print(f"[{i}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, run)} {what} {rec['seconds']}s", file=log, flush=True)
+        log_record(binary, plan, i, rec, log)
     return records
+
+
+def log_record(binary: Path, plan: Plan, i: int, rec: dict[str, Any], log: TextIO) -> None:
+    """Check the VL record i (1-based) of a plan ran at and write its line to the job's log."""
+    run = plan.runs[i - 1]
+    check_vl_seen(binary, plan.cpu_model, run, rec["vl_seen"])
+    what = (f"roi={rec['inscount']['roi']['total']}" if "inscount" in rec
+            else f"cycles={rec['gem5']['cycles']:.0f} insts={rec['gem5']['insts']:.0f}")
+    print(f"[{i}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, run)} {what} {rec['seconds']}s", file=log, flush=True)
 
 
 def _counts(scope: str, part: dict[str, Any]) -> Iterator[tuple[str, int]]:

@@ -1,10 +1,13 @@
 """Count backend: run kernel binaries under qemu-aarch64 with the counting plugins.
 
-`run_once` runs one cell with the three clients and returns its record; the job loop is
-`analysis.backends.count_job`. Runs are reproducible: an empty environment (`env -i`), a
-copy of the binary staged at a path of fixed length (`analysis.backends.staged`), and
-fixed-width arguments, so that whole-program counts do not depend on the caller's shell,
-paths or TMPDIR.
+`run_batch` runs several cells of one binary in one QEMU process (the binary's `--batch`
+mode, docs/contracts.md section 1): QEMU and its plugins start once per job instead of once
+per run, and the plugins write one file per run. `run_once` is a batch of one. Each run's
+counts are what it executed between its run markers, whatever else the process ran, so a
+cell counts the same alone or in a batch. Runs are reproducible: an empty environment
+(`env -i`), a copy of the binary staged at a path of fixed length
+(`analysis.backends.staged`), and fixed-width arguments, so that whole-program counts do not
+depend on the caller's shell, paths or TMPDIR.
 """
 from __future__ import annotations
 
@@ -14,10 +17,10 @@ import shlex
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, Plan, Ready, RunError, cell_name, client_metrics,
-                               count_job, parse_ok_line, run_limited, staged)
+                               log_record, parse_ok_line, run_cells, staged)
 from analysis.core.config import Job, Run, Sweep
 from analysis.core.toolchain import ToolchainError, first_line
 
@@ -75,16 +78,42 @@ def plugin_dir(build_dir: Path) -> Path:
 
 
 def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
-    return {"plugin_dir": str(plugin_dir(sweep.build_dir))}
+    # An MPI family's runs one per process: MPI_Init may be called once per process.
+    family = sweep.table.families[sweep.table.row(job.binary.kernel, job.binary.variant).family]
+    return {"plugin_dir": str(plugin_dir(sweep.build_dir)), "batch": not family.mpi}
 
 
 def inputs(build_dir: Path) -> list[str]:
     return [str(plugin_dir(build_dir) / f"lib{c}.so") for c in CLIENTS]
 
 
+def batches(plan: Plan) -> list[list[int]]:
+    """The plan's runs (indices) grouped into processes: consecutive runs on the same CPU
+    (with or without SVE) share one, unless the plan says its runs take one each (MPI)."""
+    groups: list[list[int]] = []
+    for i, run in enumerate(plan.runs):
+        if groups and plan.settings.get("batch", True) and plan.runs[groups[-1][0]].sve == run.sve:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
 def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     binary, plugins = Path(plan.binary), Path(plan.settings["plugin_dir"])
-    return {}, count_job(plan, lambda run, limit: run_once(binary, plan.cpu_model, run, plugins, plan.env, limit), log)
+    records: list[dict[str, Any]] = []
+    for group in batches(plan):
+        runs = [plan.runs[i] for i in group]
+        limits = [plan.time_limits[i] for i in group]
+
+        def ran(k: int, seconds: float, first: int = group[0]) -> None:
+            print(f"[{first + k + 1}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, plan.runs[first + k])} "
+                  f"ran in {seconds:.3f}s", file=log, flush=True)
+
+        for rec in run_batch(binary, plan.cpu_model, runs, plugins, plan.env, limits, ran):
+            records.append(rec)
+            log_record(binary, plan, len(records), rec, log)
+    return {}, records
 
 
 def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
@@ -94,68 +123,107 @@ def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]
 # --- one run ----------------------------------------------------------------------------------
 
 
-def qemu_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, out_dir: Path,
+def batch_argv(runs: Sequence[Run]) -> list[str]:
+    """The binary's arguments for these runs: `--batch <run> -- <run> ...` (one run too)."""
+    words = ["--batch"]
+    for k, run in enumerate(runs):
+        words += (["--"] if k else []) + run.argv()
+    return words
+
+
+def qemu_command(binary: Path, cpu_model: str, runs: Sequence[Run], plugin_dir: Path, out_dir: Path,
                  env: dict[str, str] | None = None) -> list[str]:
-    """`env`: the only variables the guest sees (the MPI rows' OMPI_MCA_ess_singleton_isolated=1)."""
+    """One QEMU process for `runs` (all with SVE or all without), which starts at the first
+    run's VL; the binary sets each run's. `env`: the only variables the guest sees (the MPI
+    rows' OMPI_MCA_ess_singleton_isolated=1)."""
+    first = runs[0]
     # A row without SVE (`sve: false`): the CPU has none, so rdvl and every SVE instruction trap.
-    cpu = f"{cpu_model},sve-default-vector-length={run.vl // 8}" if run.sve else f"{cpu_model},sve=off"
+    cpu = f"{cpu_model},sve-default-vector-length={first.vl // 8}" if first.sve else f"{cpu_model},sve=off"
     cmd = ["env", "-i", *(f"{k}={v}" for k, v in sorted((env or {}).items())), QEMU, "-cpu", cpu]
     for client in CLIENTS:
-        extra = f",vl={run.vl}" if client == "memory" else ""
+        extra = f",vl={':'.join(str(r.vl) for r in runs)}" if client == "memory" else ""
         cmd += ["-plugin", f"{(plugin_dir / f'lib{client}.so').resolve()},out={out_dir / (client + '.json')}{extra}"]
-    return cmd + [f"./{binary.name}", *run.argv()]
+    return cmd + [f"./{binary.name}", *batch_argv(runs)]
 
 
 def replay_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env: dict[str, str] | None = None) -> str:
-    """A shell line that reruns the cell exactly as counted, writing the clients' JSON to ./out."""
+    """A shell line that reruns the cell exactly as counted, writing the clients' JSON to
+    ./out (as <client>.json.0: the cell is a batch of one)."""
     d = f"{STAGE_ROOT}/{STAGE_PREFIX}XXXXXXXX"
-    qemu = qemu_command(Path("$d") / STAGED_NAME, cpu_model, run, plugin_dir, Path("$d"), env)
+    qemu = qemu_command(Path("$d") / STAGED_NAME, cpu_model, [run], plugin_dir, Path("$d"), env)
     # Every word quoted (paths may hold spaces or shell characters) except the $d it refers to.
     words = ['"$d"'.join(shlex.quote(part) if part else "" for part in w.split("$d")) for w in qemu]
     return (f'd=$(mktemp -d {d}) && cp {shlex.quote(str(binary.resolve()))} "$d/{STAGED_NAME}" && cd "$d" && '
-            + " ".join(words) + ' && mkdir -p "$OLDPWD/out" && cp "$d"/*.json "$OLDPWD/out/"')
+            + " ".join(words) + ' && mkdir -p "$OLDPWD/out" && cp "$d"/*.json.* "$OLDPWD/out/"')
 
 
 def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env: dict[str, str] | None = None,
              timeout: float | None = None) -> dict[str, Any]:
-    """Run one cell and return its record: argv, stdout, VL seen and every client's output.
-    A dynamically linked (MPI) binary is staged the same way: its libraries come from the
-    multiarch paths, not from beside the binary. `timeout`: seconds before QEMU is killed."""
-    cell = cell_name(binary, cpu_model, run)
+    """Run one cell (a batch of one) and return its record."""
+    return run_batch(binary, cpu_model, [run], plugin_dir, env, [timeout])[0]
+
+
+def run_batch(binary: Path, cpu_model: str, runs: Sequence[Run], plugin_dir: Path,
+              env: dict[str, str] | None = None, limits: Sequence[float | None] | None = None,
+              on_done: Callable[[int, float], None] | None = None) -> list[dict[str, Any]]:
+    """Run cells of one binary in one QEMU process and return their records: argv, stdout,
+    VL seen and every client's output. A dynamically linked (MPI) binary is staged the same
+    way: its libraries come from the multiarch paths, not from beside the binary. `limits`:
+    seconds each run may take before QEMU is killed (None: no limit); `on_done(k, seconds)`: as
+    run k ends. A run that fails is named by its place: the runs before it printed their `ok`
+    lines, it did not."""
     with staged(binary) as exe:
         out_dir = exe.parent
-        cmd = qemu_command(exe, cpu_model, run, plugin_dir, out_dir, env)
+        cmd = qemu_command(exe, cpu_model, runs, plugin_dir, out_dir, env)
         t0 = time.monotonic()
-        proc = run_limited(cmd, timeout, cell, cwd=out_dir)
+        proc = run_cells(cmd, limits or [None] * len(runs), [cell_name(binary, cpu_model, r) for r in runs],
+                         b"ok ", on_done, cwd=out_dir)
         seconds = time.monotonic() - t0
-        if proc.returncode != 0:
-            msg = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-            raise RunError(f"{cell}: {msg} (exit {proc.returncode}; command: {' '.join(cmd)})")
-        fields = parse_ok_line(proc.stdout, cell)
-        clients: dict[str, Any] = {}
-        for client in CLIENTS:
-            path = out_dir / f"{client}.json"
-            if not path.exists():
-                raise RunError(f"{cell}: plugin {client} wrote no output ({proc.stderr.strip()[-200:]})")
-            data = json.loads(path.read_text())
-            m = data.get("markers", {})
-            if not m.get("balanced"):
-                raise RunError(
-                    f"{cell}: ROI markers missing or unbalanced (begin={m.get('begin')}, end={m.get('end')}); "
-                    "the kernel must call roi_begin() and roi_end() around its work; no count is reported for it"
-                )
-            clients[client] = data
+        oks = [ln for ln in proc.stdout.splitlines() if ln.startswith("ok ")]
+        if proc.returncode != 0 or len(oks) != len(runs):
+            failed = runs[min(len(oks), len(runs) - 1)]
+            cell = cell_name(binary, cpu_model, failed)
+            lines = proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"]
+            # The kernel's own error line (contract: FAIL or usage error), not what follows it.
+            msg = next((ln for ln in reversed(lines) if ln.startswith(("FAIL: ", "usage error: "))), lines[-1])
+            raise RunError(f"{cell}: {msg} (exit {proc.returncode}; replay: "
+                           f"{replay_command(binary, cpu_model, failed, plugin_dir, env)})")
+        return [record(binary, cpu_model, k, run, oks[k], out_dir, plugin_dir, env, cmd, seconds, len(runs))
+                for k, run in enumerate(runs)]
+
+
+def record(binary: Path, cpu_model: str, k: int, run: Run, ok_line: str, out_dir: Path, plugin_dir: Path,
+           env: dict[str, str] | None, cmd: list[str], seconds: float, batch_runs: int) -> dict[str, Any]:
+    """Run k of a batch as a record: its ok line and each client's file <client>.json.<k>."""
+    cell = cell_name(binary, cpu_model, run)
+    fields = parse_ok_line(ok_line, cell)
+    clients: dict[str, Any] = {}
+    for client in CLIENTS:
+        path = out_dir / f"{client}.json.{k}"
+        if not path.exists():
+            raise RunError(f"{cell}: plugin {client} wrote no output for run {k} of its batch")
+        data = json.loads(path.read_text())
+        m = data.get("markers", {})
+        if not m.get("balanced"):
+            raise RunError(
+                f"{cell}: ROI markers missing or unbalanced (begin={m.get('begin')}, end={m.get('end')}); "
+                "the kernel must call roi_begin() and roi_end() around its work; no count is reported for it"
+            )
+        clients[client] = data
     return {
         "vl": run.vl,
         "vl_seen": int(fields["vl"]),
         "size": run.size,
         "op": run.op,
         "dtype": run.dtype,
-        "argv": [f"./{STAGED_NAME}", *run.argv()],
+        "argv": [f"./{STAGED_NAME}", *batch_argv([run])],
         "command": cmd,
-        # Runnable as it is: the same staging (a copy at a path of the same length).
+        # Runnable as it is: the same staging (a copy at a path of the same length), the cell
+        # alone (a batch of one counts it as the batch did).
         "command_line": replay_command(binary, cpu_model, run, plugin_dir, env),
         "checksum": fields.get("checksum"),
+        # The process's wall time: shared by the runs of its batch.
         "seconds": round(seconds, 3),
+        "batch_runs": batch_runs,
         **clients,
     }

@@ -137,7 +137,7 @@ def overhead(cfg: str, work: Path, min_seconds: float, repeats: int = 5) -> dict
             break
         size *= 2
     with tempfile.TemporaryDirectory() as tmp:
-        counted = qemu.qemu_command(binary, "max", run, plugins, Path(tmp))
+        counted = qemu.qemu_command(binary, "max", [run], plugins, Path(tmp))
         t_plain = [timed(plain, cwd=binary.parent)[0] for _ in range(repeats)]
         t_count = [timed(counted, cwd=binary.parent)[0] for _ in range(repeats)]
     return {

@@ -2,12 +2,20 @@
  * section 1), so every kernel binary parses, checks the VL, fails and reports identically. */
 #include "harness.h"
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#ifdef __ARM_FEATURE_SVE
+#include <sys/prctl.h>
+#endif
 
 #define MAX_PARAMS 16
+#define MAX_ALLOCS 64
+
+int main(int argc, char **argv); /* the driver's: a batch calls it once per run */
 
 static struct {
     const char *prog;
@@ -17,6 +25,30 @@ static struct {
     const char *const *keys;
     const char *values[MAX_PARAMS];
 } h;
+
+/* Batch mode (docs/contracts.md section 1): one process runs several cells, calling main()
+ * once per cell, so a count job pays QEMU's start-up once instead of once per run. A run's
+ * exit (harness_ok, harness_fail, a usage or VL error) returns to the batch loop instead of
+ * ending the process; its buffers are freed before the next run. */
+static struct {
+    int active;
+    jmp_buf back;
+    int status;
+    size_t n_maps;
+    struct {
+        void *start;
+        size_t len;
+    } maps[MAX_ALLOCS];
+} batch;
+
+static HARNESS_NORETURN void finish(int status)
+{
+    if (batch.active) {
+        batch.status = status;
+        longjmp(batch.back, 1);
+    }
+    exit(status);
+}
 
 static void vmessage(const char *prefix, const char *fmt, va_list ap)
 {
@@ -32,7 +64,7 @@ void harness_fail(const char *fmt, ...)
     va_start(ap, fmt);
     vmessage("FAIL: ", fmt, ap);
     va_end(ap);
-    exit(HARNESS_EXIT_FAIL);
+    finish(HARNESS_EXIT_FAIL);
 }
 
 void harness_usage_error(const char *fmt, ...)
@@ -45,7 +77,7 @@ void harness_usage_error(const char *fmt, ...)
     for (size_t k = 0; h.keys && h.keys[k]; k++)
         fprintf(stderr, " %s=...", h.keys[k]);
     fputc('\n', stderr);
-    exit(HARNESS_EXIT_USAGE);
+    finish(HARNESS_EXIT_USAGE);
 }
 
 /* Non-negative decimal integer, digits only (leading zeros allowed); 0 on failure. */
@@ -85,11 +117,129 @@ static int key_index(const char *key, size_t len)
     return -1;
 }
 
+/* The boundary between two runs of a batch: its own translation block (a call target) that
+ * the counting plugins take as the end of one run's counts and the start of the next
+ * (armie_clients/tbstats.h). A NOP to everything else. */
+static HARNESS_NOIPA void run_mark(void)
+{
+#ifdef __aarch64__
+    __asm__ volatile("hint #0x42" ::: "memory");
+#endif
+}
+
+/* The run's VL, set before its main() runs; a VL the CPU refuses shows up as the run's
+ * VL mismatch (exit 3). */
+static void set_vl(const char *arg)
+{
+#ifdef __ARM_FEATURE_SVE
+    size_t bits;
+    if (parse_size(arg, &bits) && bits >= 128 && bits % 128 == 0)
+        prctl(PR_SVE_SET_VL, (unsigned long)(bits / 8));
+#else
+    (void)arg;
+#endif
+}
+
+/* One run of a batch: main() until it exits through finish() or returns; then its buffers
+ * are freed. Only statics are read after the longjmp. */
+static HARNESS_NOIPA int one_run(int run_argc, char **run)
+{
+    batch.active = 1;
+    batch.n_maps = 0;
+    if (!setjmp(batch.back))
+        batch.status = main(run_argc, run); /* a main() that returns ends its run too */
+    batch.active = 0;
+    for (size_t i = 0; i < batch.n_maps; i++)
+        munmap(batch.maps[i].start, batch.maps[i].len);
+    return batch.status;
+}
+
+/* `<binary> --batch <run> -- <run> -- ...`, each <run> the arguments of a one-run process.
+ * Every run is parsed out first, so each run's share of the process (between two marks)
+ * executes the same code whatever its place in the batch. The batch stops at the first run
+ * that does not exit 0, with its status: the runs before it have their counts, and the
+ * number of `ok` lines names the one that failed. */
+static HARNESS_NORETURN void run_batch(int argc, char **argv)
+{
+    /* stdout's buffer allocated now, not by the first run's ok line: each run's share of the
+     * process then executes the same code whatever its place in the batch. */
+    static char out_buf[4096];
+    setvbuf(stdout, out_buf, _IOFBF, sizeof out_buf);
+    char **args = calloc(2 * (size_t)argc + 2, sizeof *args); /* each run: argv[0], its words, NULL */
+    int *starts = calloc((size_t)argc, sizeof *starts);
+    if (!args || !starts) {
+        fputs("FAIL: cannot allocate the batch\n", stderr);
+        exit(HARNESS_EXIT_FAIL);
+    }
+    int runs = 0, n = 0;
+    for (int a = 2; a <= argc; a++) {
+        if (a == argc || strcmp(argv[a], "--") == 0) {
+            args[n++] = NULL;
+            continue;
+        }
+        if (n == 0 || args[n - 1] == NULL) {
+            starts[runs++] = n;
+            args[n++] = argv[0];
+        }
+        args[n++] = argv[a];
+    }
+    int *counts = calloc((size_t)runs + 1, sizeof *counts);
+    if (!counts) {
+        fputs("FAIL: cannot allocate the batch\n", stderr);
+        exit(HARNESS_EXIT_FAIL);
+    }
+    for (int r = 0; r < runs; r++)
+        while (args[starts[r] + counts[r]])
+            counts[r]++;
+    /* Each run's argument strings copied to a page of their own, laid out alike: string
+     * functions (strlen, strcmp) run a number of instructions that depends on the string's
+     * address, and each run must count as it would alone. */
+    char *pages = aligned_alloc(HARNESS_PAGE, (size_t)runs * HARNESS_PAGE + 1);
+    if (!pages) {
+        fputs("FAIL: cannot allocate the batch\n", stderr);
+        exit(HARNESS_EXIT_FAIL);
+    }
+    for (int r = 0; r < runs; r++) {
+        size_t used = 0;
+        for (int a = 0; a < counts[r]; a++) {
+            char **arg = &args[starts[r] + a];
+            size_t len = strlen(*arg) + 1;
+            if (used + len > HARNESS_PAGE) {
+                fputs("usage error: the arguments of a batch run exceed 4096 bytes\n", stderr);
+                exit(HARNESS_EXIT_USAGE);
+            }
+            *arg = memcpy(pages + (size_t)r * HARNESS_PAGE + used, *arg, len);
+            used += len;
+        }
+    }
+    /* The first output on stdout runs code the later ones do not: done here, outside every
+     * run's share (the line is not an `ok` line, so the runner passes over it). */
+    printf("batch of %d runs\n", runs);
+    fflush(stdout);
+    /* One mark before each run and one after the last, each run's share ending with the
+     * same jump back to the mark, so the last run counts as the others do. */
+    for (int r = 0;; r++) {
+        run_mark();
+        if (r == runs)
+            break;
+        set_vl(counts[r] > 1 ? args[starts[r] + 1] : "");
+        int status = one_run(counts[r], args + starts[r]);
+        if (status != HARNESS_EXIT_OK) {
+            fflush(stdout);
+            exit(status);
+        }
+    }
+    exit(HARNESS_EXIT_OK);
+}
+
 void harness_init_vls(int argc, char **argv, const char *const *keys, unsigned built_bits)
 {
     static const char *const none[] = {NULL};
     size_t vl;
 
+    if (argc > 1 && strcmp(argv[1], "--batch") == 0 && !batch.active)
+        run_batch(argc, argv);
+    memset(&h, 0, sizeof h); /* a batch calls main(), and so this, once per run */
     h.prog = argc > 0 ? argv[0] : "kernel";
     h.keys = keys ? keys : none;
     int nkeys = 0;
@@ -130,7 +280,7 @@ void harness_init_vls(int argc, char **argv, const char *const *keys, unsigned b
     if (h.vl_seen != h.vl_asked) {
         fprintf(stderr, "FAIL: VL mismatch: asked %u bits, running at %u bits\n", h.vl_asked,
                 h.vl_seen);
-        exit(HARNESS_EXIT_VL);
+        finish(HARNESS_EXIT_VL);
     }
     if (built_bits == 0)
         built_bits = HARNESS_BUILT_SVE_BITS;
@@ -139,7 +289,7 @@ void harness_init_vls(int argc, char **argv, const char *const *keys, unsigned b
                 "FAIL: VL mismatch: asked %u bits, binary built for %u bits "
                 "(-msve-vector-bits), running at %u bits\n",
                 h.vl_asked, built_bits, h.vl_seen);
-        exit(HARNESS_EXIT_VL);
+        finish(HARNESS_EXIT_VL);
     }
 }
 
@@ -173,19 +323,30 @@ int harness_param_choice(const char *key, const char *const *choices)
     for (int c = 0; choices[c]; c++)
         fprintf(stderr, " %s", choices[c]);
     fputc('\n', stderr);
-    exit(HARNESS_EXIT_USAGE);
+    finish(HARNESS_EXIT_USAGE);
 }
 
+/* Each buffer is a mapping of its own, at the offset into its page that glibc's aligned_alloc
+ * gives a large block (its 16-byte header rounded up to `align`): a buffer's address modulo
+ * the page, and so the path alignment-sensitive code such as memcpy takes, is the same for
+ * every size, every backend, and whatever a batch ran before it. The pages come zeroed. */
 void *harness_alloc(size_t bytes, size_t align)
 {
+    if (align == 0 || (align & (align - 1)) != 0 || align > HARNESS_PAGE)
+        harness_fail("alignment %zu is not a power of two up to %u", align, HARNESS_PAGE);
+    size_t offset = align == HARNESS_PAGE ? 0 : align < 16 ? 16 : align;
     size_t rounded = bytes < align ? align : (bytes + align - 1) / align * align;
-    if (rounded < bytes)
+    size_t len = rounded + offset;
+    if (rounded < bytes || len < rounded)
         harness_fail("allocation of %zu bytes overflows", bytes);
-    void *p = aligned_alloc(align, rounded);
-    if (!p)
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
         harness_fail("cannot allocate %zu bytes aligned to %zu", bytes, align);
-    memset(p, 0, rounded);
-    return p;
+    if (batch.active && batch.n_maps < MAX_ALLOCS) {
+        batch.maps[batch.n_maps].start = m;
+        batch.maps[batch.n_maps++].len = len;
+    }
+    return (char *)m + offset;
 }
 
 uint64_t harness_rand(uint64_t *state)
@@ -284,5 +445,5 @@ void harness_ok(uint64_t checksum)
     printf("ok vl=%u size=%zu checksum=%016llx\n", h.vl_seen, h.size,
            (unsigned long long)checksum);
     fflush(stdout);
-    exit(HARNESS_EXIT_OK);
+    finish(HARNESS_EXIT_OK);
 }

@@ -111,7 +111,9 @@ HARNESS_NORETURN HARNESS_PRINTF(1, 2) void harness_fail(const char *fmt, ...);
 HARNESS_NORETURN HARNESS_PRINTF(1, 2) void harness_usage_error(const char *fmt, ...);
 
 /* Zeroed memory aligned to `align` (a power of two >= sizeof(void *), e.g. 64 or
- * HARNESS_PAGE); never NULL, at least `align` bytes even when bytes == 0. */
+ * HARNESS_PAGE); never NULL, at least `align` bytes even when bytes == 0. A mapping of its
+ * own, freed when the run ends in a batch (docs/contracts.md section 1): allocate a run's
+ * buffers with it, not malloc. */
 #define HARNESS_PAGE 4096u
 void *harness_alloc(size_t bytes, size_t align);
 
