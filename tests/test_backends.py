@@ -2,6 +2,8 @@
 items 1, 2): in-process, no emulator runs."""
 from __future__ import annotations
 
+import dataclasses
+
 import ast
 import os
 import re
@@ -105,7 +107,22 @@ def test_a_plan_round_trips_through_its_json(tmp_path: Path) -> None:
     assert Plan.from_json(plan.to_json()) == plan
     assert plan.runs == job.runs and len(plan.time_limits) == len(job.runs)
     assert plan.meta["versions"] == {"compiler.gcc": "gcc 12", "host": "h", "qemu": "qemu-aarch64 version 7.2"}
-    assert plan.settings == {"plugin_dir": str(sweep.build_dir / "plugins")}
+    assert plan.settings == {"plugin_dir": str(sweep.build_dir / "plugins"), "batch": True}
+
+
+def test_a_count_job_runs_in_one_process_unless_its_family_is_mpi() -> None:
+    """qemu.batches: a job's runs share one QEMU process (the binary's --batch mode), split only
+    where the CPU changes (with or without SVE); an MPI family's job runs one run per process."""
+    runs = tuple(config.Run(vl, n, "-", "u8", (), sve=vl > 0) for vl, n in ((128, 0), (256, 64), (0, 0), (0, 64), (512, 0)))
+    plan = Plan("qemu", "k", "max", runs, (1.0,) * 5, {}, {}, {"plugin_dir": "p", "batch": True})
+    assert qemu.batches(plan) == [[0, 1], [2, 3], [4]]
+    assert qemu.batches(dataclasses.replace(plan, settings={"plugin_dir": "p", "batch": False})) == [[0], [1], [2], [3], [4]]
+    ready = registry.Ready({})
+    for name, mpi_family in (("configs/default.yaml", False), ("configs/mpi.yaml", True)):
+        sweep = config.load(REPO / name)
+        assert qemu.jobs(sweep, None), name
+        for job in qemu.jobs(sweep, None):
+            assert qemu.settings(sweep, job, ready)["batch"] is not mpi_family, (name, job.binary)
 
 
 def test_gem5_plans_record_the_compiler_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
