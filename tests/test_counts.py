@@ -215,6 +215,18 @@ def test_a_cell_counts_the_same_alone_and_in_a_batch(binaries, plugin_dir, all_s
     assert not differ, "\n".join(differ)
 
 
+def test_the_replay_line_reproduces_the_cell(binaries, plugin_dir, tmp_path) -> None:
+    """provenance.csv's run_command (a record's command_line), run in a shell, counts the cell
+    exactly as the sweep did: every client's file, whole-program counts included."""
+    import json
+
+    rec = run_cell(binaries("reduce", "acle"), plugin_dir, 384, 4100, (("op", "max"), ("dtype", "float"), ("nan", 1)))
+    proc = subprocess.run(["bash", "-c", rec["command_line"]], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for client in ("inscount", "opcodes", "memory"):
+        assert json.loads((tmp_path / "out" / f"{client}.json.0").read_text()) == rec[client], client
+
+
 def test_a_failing_run_of_a_batch_is_named(binaries, plugin_dir) -> None:
     """The batch stops at the first run that fails; the error names that run, not the first."""
     from analysis.backends import RunError, qemu
