@@ -502,13 +502,12 @@ static char *out_path(const char *out)
     return t;
 }
 
-static char *tmp_path(const char *out)
+/* What the file is written as before it is renamed to `path`. */
+static char *tmp_path(const char *path)
 {
-    char *o = out_path(out);
-    size_t len = strlen(o) + 5;
+    size_t len = strlen(path) + 5;
     char *t = tbs_xcalloc(len, 1);
-    snprintf(t, len, "%s.tmp", o);
-    free(o);
+    snprintf(t, len, "%s.tmp", path);
     return t;
 }
 
@@ -530,9 +529,11 @@ void tbs_json_string(FILE *f, const char *s)
 
 FILE *tbs_json_open(const char *client)
 {
-    char *t = tmp_path(client_named(client)->out);
+    char *out = out_path(client_named(client)->out);
+    char *t = tmp_path(out);
     FILE *f = fopen(t, "w");
 
+    free(out);
     if (!f) {
         fprintf(stderr, "%s: cannot write %s: %s\n", client, t,
                 strerror(errno));
@@ -554,7 +555,7 @@ FILE *tbs_json_open(const char *client)
 int tbs_json_close(const char *client, FILE *f)
 {
     char *out = out_path(client_named(client)->out);
-    char *t = tmp_path(client_named(client)->out);
+    char *t = tmp_path(out);
     int rc = 0;
 
     fprintf(f, "\n}\n");

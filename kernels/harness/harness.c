@@ -166,8 +166,8 @@ static HARNESS_NORETURN void run_batch(int argc, char **argv)
     static char out_buf[4096];
     setvbuf(stdout, out_buf, _IOFBF, sizeof out_buf);
     char **args = calloc(2 * (size_t)argc + 2, sizeof *args); /* each run: argv[0], its words, NULL */
-    int *starts = calloc((size_t)argc, sizeof *starts);
-    if (!args || !starts) {
+    int *starts = calloc((size_t)argc, sizeof *starts), *counts = calloc((size_t)argc, sizeof *counts);
+    if (!args || !starts || !counts) {
         fputs("FAIL: cannot allocate the batch\n", stderr);
         exit(HARNESS_EXIT_FAIL);
     }
@@ -180,17 +180,11 @@ static HARNESS_NORETURN void run_batch(int argc, char **argv)
         if (n == 0 || args[n - 1] == NULL) {
             starts[runs++] = n;
             args[n++] = argv[0];
+            counts[runs - 1] = 1;
         }
         args[n++] = argv[a];
+        counts[runs - 1]++;
     }
-    int *counts = calloc((size_t)runs + 1, sizeof *counts);
-    if (!counts) {
-        fputs("FAIL: cannot allocate the batch\n", stderr);
-        exit(HARNESS_EXIT_FAIL);
-    }
-    for (int r = 0; r < runs; r++)
-        while (args[starts[r] + counts[r]])
-            counts[r]++;
     /* Each run's argument strings copied to a page of their own, laid out alike: string
      * functions (strlen, strcmp) run a number of instructions that depends on the string's
      * address, and each run must count as it would alone. */
