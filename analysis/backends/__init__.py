@@ -166,31 +166,17 @@ def exit_on_signals() -> None:
 def run_limited(cmd: list[str], timeout: float | None, cell: str, **kwargs: Any) -> subprocess.CompletedProcess:
     """`subprocess.run(cmd, capture_output=True, text=True)` in a process group of its own,
     killed whole (QEMU, gem5 and whatever they started) when the run exceeds `timeout`
-    seconds or this process is stopped."""
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True, preexec_fn=_die_with_parent, **kwargs) as proc:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise _time_limit_error(cell, timeout) from None
-        except BaseException:
-            _kill_group(proc)
-            raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    seconds or this process is stopped: `run_cells` with one cell."""
+    return run_cells(cmd, [timeout], [cell], None, **kwargs)
 
 
-def _time_limit_error(cell: str, limit: float) -> RunError:
-    return RunError(f"{cell}: stopped after its time limit of {limit:g} s (killed); if the kernel is "
-                    "merely slow, raise time_limit in the sweep file (per kernel: kernels/time_limit)")
-
-
-def run_cells(cmd: list[str], limits: Sequence[float | None], cells: Sequence[str], done: bytes,
+def run_cells(cmd: list[str], limits: Sequence[float | None], cells: Sequence[str], done: bytes | None,
               on_done: Callable[[int, float], None] | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
     """`run_limited` for a process that runs cells one after another and prints a line starting
     with `done` as each ends (a batch): cell k may take limits[k] seconds from the end of the
     one before it, and the error names the cell that ran out of time. `on_done(k, seconds)`
-    is called as cell k ends (the job's log shows progress within a long batch)."""
+    is called as cell k ends (the job's log shows progress within a long batch). done=None:
+    the process is one cell."""
     out, err = bytearray(), bytearray()
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                           preexec_fn=_die_with_parent, **kwargs) as proc:
@@ -205,15 +191,19 @@ def run_cells(cmd: list[str], limits: Sequence[float | None], cells: Sequence[st
                     events = sel.select(None if limit is None else max(0.0, start + limit - time.monotonic()))
                     if limit is not None and not events and time.monotonic() >= start + limit:
                         _kill_group(proc)
-                        raise _time_limit_error(cells[k], limit)
+                        raise RunError(f"{cells[k]}: stopped after its time limit of {limit:g} s (killed); if the "
+                                       "kernel is merely slow, raise time_limit in the sweep file (per kernel: "
+                                       "kernels/time_limit)")
                     for key, _ in events:
                         data = os.read(key.fd, 65536)
                         if not data:
                             sel.unregister(key.fileobj)
                             continue
                         key.data.extend(data)
+                        if key.data is not out or done is None:
+                            continue
                         ended = sum(1 for ln in out.split(b"\n")[:-1] if ln.startswith(done))
-                        while key.data is out and ended > k:
+                        for _ in range(k, ended):
                             now = time.monotonic()
                             if on_done:
                                 on_done(k, now - start)
