@@ -21,6 +21,8 @@ typedef struct tbs_rec {
     uint64_t execs;     /* inline counter, +1 at every TB entry */
     uint64_t roi_start; /* execs at the current ROI begin */
     uint64_t roi_execs; /* executions accumulated over closed ROIs */
+    uint64_t prep_start; /* execs at the current preparation's begin */
+    uint64_t prep_execs; /* executions inside closed preparations */
     uint64_t vaddr;
     uint32_t n;
     uint32_t *enc;
@@ -57,8 +59,8 @@ static int n_clients;
 static bool trans_registered;
 static qemu_plugin_id_t trans_id;
 
-static uint64_t begins, ends;
-static bool in_roi, roi_error;
+static uint64_t begins, ends, preps;
+static bool in_roi, roi_error, in_prep;
 /* The run being counted in a batch (tbstats.h): -1 until the first run marker. */
 static long segment = -1;
 
@@ -229,12 +231,55 @@ static void roi_end_cb(unsigned int vcpu, void *ud)
     add_adj(m->rec, m->idx, -1);
 }
 
+/* A preparation (tbstats.h) leaves the whole count as the ROI markers enter
+ * the ROI count: what executes between begin and end is subtracted, the
+ * begin's TB adjusted for its instructions after the marker (counted at
+ * entry, yet inside), the end's for those after it (outside, yet counted
+ * with the preparation). A begin inside a preparation is ignored. */
+static void prep_begin_cb(unsigned int vcpu, void *ud)
+{
+    tbs_mark *m = ud;
+    (void)vcpu;
+
+    if (in_prep) {
+        return;
+    }
+    in_prep = true;
+    for (size_t i = 0; i < n_recs; i++) {
+        recs[i]->prep_start = recs[i]->execs;
+    }
+    add_delta(&m->rec->wadj, m->rec->n, m->idx + 1, -1);
+}
+
+static void prep_end_cb(unsigned int vcpu, void *ud)
+{
+    tbs_mark *m = ud;
+    (void)vcpu;
+
+    if (!in_prep) {
+        return;
+    }
+    in_prep = false;
+    preps++;
+    for (size_t i = 0; i < n_recs; i++) {
+        tbs_rec *r = recs[i];
+        r->prep_execs += r->execs - r->prep_start;
+    }
+    add_delta(&m->rec->wadj, m->rec->n, m->idx + 1, +1);
+}
+
+uint64_t tbs_preps(void)
+{
+    return preps;
+}
+
 /* Every counter back to zero: the start of a run of a batch. */
 static void reset_counts(void)
 {
     for (size_t i = 0; i < n_recs; i++) {
         tbs_rec *r = recs[i];
         r->execs = r->roi_start = r->roi_execs = 0;
+        r->prep_start = r->prep_execs = 0;
         free(r->adj);
         free(r->wadj);
         r->adj = r->wadj = NULL;
@@ -243,8 +288,8 @@ static void reset_counts(void)
             memset(r->mem_roi, 0, r->n * sizeof(uint64_t));
         }
     }
-    begins = ends = 0;
-    in_roi = roi_error = false;
+    begins = ends = preps = 0;
+    in_roi = roi_error = in_prep = false;
 }
 
 static void report_all(void);
@@ -317,14 +362,18 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
          * reports functions */
         r->sym[i] = want_syms ? qemu_plugin_insn_symbol(insn) : NULL;
 
-        if (w == TBS_ROI_BEGIN || w == TBS_ROI_END || w == TBS_RUN_MARK) {
+        qemu_plugin_vcpu_udata_cb_t cb = w == TBS_ROI_BEGIN ? roi_begin_cb
+                                         : w == TBS_ROI_END ? roi_end_cb
+                                         : w == TBS_RUN_MARK ? run_mark_cb
+                                         : w == TBS_PREP_BEGIN ? prep_begin_cb
+                                         : w == TBS_PREP_END ? prep_end_cb
+                                                             : NULL;
+        if (cb) {
             tbs_mark *m = tbs_xcalloc(1, sizeof(*m));
             m->rec = r;
             m->idx = (uint32_t)i;
-            qemu_plugin_register_vcpu_insn_exec_cb(
-                insn, w == TBS_ROI_BEGIN ? roi_begin_cb
-                      : w == TBS_ROI_END ? roi_end_cb : run_mark_cb,
-                QEMU_PLUGIN_CB_NO_REGS, m);
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, cb,
+                                                   QEMU_PLUGIN_CB_NO_REGS, m);
         }
         if (want_mem) {
             /* RW: in 7.2 the R/W filter of inline memory ops is not
@@ -448,7 +497,7 @@ void tbs_foreach(tbs_insn_fn fn, void *userdata)
             in.enc = r->enc[k];
             in.sym = r->sym[k];
             in.vaddr = r->vaddr + 4 * (uint64_t)k;
-            in.whole = (uint64_t)((int64_t)r->execs + wadj);
+            in.whole = (uint64_t)((int64_t)(r->execs - r->prep_execs) + wadj);
             in.roi = (uint64_t)((int64_t)r->roi_execs + adj);
             in.roi_mem = r->mem_roi ? r->mem_roi[k] : 0;
             fn(&in, userdata);
@@ -546,9 +595,10 @@ FILE *tbs_json_open(const char *client)
     fprintf(f,
             ",\n  \"plugin_api\": 1,\n"
             "  \"markers\": {\"begin\": %llu, \"end\": %llu, "
-            "\"balanced\": %s}",
+            "\"balanced\": %s, \"prep\": %llu}",
             (unsigned long long)begins, (unsigned long long)ends,
-            tbs_roi_balanced() ? "true" : "false");
+            tbs_roi_balanced() ? "true" : "false",
+            (unsigned long long)preps);
     return f;
 }
 

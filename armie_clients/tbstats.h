@@ -22,8 +22,12 @@
  *     together: QEMU 7.2 does not apply the R/W filter of inline memory ops
  *     reliably), snapshotted the same way. It needs no adjustment: accesses
  *     are counted when they happen, not at TB entry.
- * Per-instruction whole-run count = record execs; ROI count = record
- * roi_execs + adjustments covering the instruction's index.
+ *   - the preparation markers (TBS_PREP_BEGIN/END) take their share out of
+ *     the whole-run count the same way: snapshot at begin, execs - snapshot
+ *     accumulated into prep_execs at end, with the mirror adjustments.
+ * Per-instruction whole-run count = record execs - prep_execs + whole
+ * adjustments; ROI count = record roi_execs + adjustments covering the
+ * instruction's index.
  * Limits: an instruction that faults in the middle of a TB leaves the rest of
  * the TB counted (as with every TB-entry inline counter); single vCPU
  * (user mode), inline adds are not atomic.
@@ -49,13 +53,19 @@
  * from zero, so each file counts exactly what one run executed. A process without the
  * marker writes <out> at exit, as before. */
 #define TBS_RUN_MARK 0xd503285fu  /* hint #0x42 */
+/* A run's preparation (harness_prep_begin/end, kernels/include/harness.h): inputs and the
+ * expected output, computed by the first run of a batch that needs them and copied by the
+ * others. What executes between these markers is left out of the whole-run count, so every
+ * run counts the same whether it computed or copied; ROI counts are not affected. */
+#define TBS_PREP_BEGIN 0xd503287fu /* hint #0x43 */
+#define TBS_PREP_END 0xd503289fu   /* hint #0x44 */
 
 /* One static instruction (one translation of it) as seen at exit. */
 typedef struct tbs_insn {
     uint32_t enc;        /* 32-bit A64 encoding */
     const char *sym;     /* symbol from QEMU's symbol table, may be NULL */
     uint64_t vaddr;
-    uint64_t whole;      /* executions over the whole run */
+    uint64_t whole;      /* executions over the whole run, preparation excluded */
     uint64_t roi;        /* executions inside the ROI(s) */
     uint64_t roi_mem;    /* memory accesses QEMU reported in the ROI (mem mode) */
 } tbs_insn;
@@ -105,6 +115,9 @@ TBS_API int tbs_start(qemu_plugin_id_t id, bool mem_counters, bool symbols,
 
 /* The run of a batch being counted (0, 1, ...); -1 in a process of one run. */
 TBS_API long tbs_segment(void);
+
+/* Preparation regions the whole count left out (TBS_PREP_BEGIN/END). */
+TBS_API uint64_t tbs_preps(void);
 
 /* Markers seen and whether they form B == E >= 1 sequential pairs. */
 TBS_API uint64_t tbs_roi_begins(void);

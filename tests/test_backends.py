@@ -117,6 +117,13 @@ def test_a_count_job_runs_in_one_process_unless_its_family_is_mpi() -> None:
     plan = Plan("qemu", "k", "max", runs, (1.0,) * 5, {}, {}, {"plugin_dir": "p", "batch": True})
     assert qemu.batches(plan) == [[0, 1], [2, 3], [4]]
     assert qemu.batches(dataclasses.replace(plan, settings={"plugin_dir": "p", "batch": False})) == [[0], [1], [2], [3], [4]]
+    # In a process, the runs of one size and parameter set are consecutive (the harness keeps
+    # one set's preparation), each VL in turn, as the plan's VL-major order is not.
+    sweep = [config.Run(vl, n, "-", "u8", (("k", k),)) for vl in (256, 128) for n in (64, 0) for k in (2, 1)]
+    plan = Plan("qemu", "k", "max", tuple(sweep), (1.0,) * 8, {}, {}, {"plugin_dir": "p", "batch": True})
+    [order] = qemu.batches(plan)
+    assert [(sweep[i].size, sweep[i].params, sweep[i].vl) for i in order] == [
+        (n, (("k", k),), vl) for n in (0, 64) for k in (1, 2) for vl in (128, 256)]
     ready = registry.Ready({})
     for name, mpi_family in (("configs/default.yaml", False), ("configs/mpi.yaml", True)):
         sweep = config.load(REPO / name)

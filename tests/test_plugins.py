@@ -123,6 +123,18 @@ run_mark:
     hint #0x42
     ret
     .size run_mark, .-run_mark
+    .global prep_begin
+    .type prep_begin, %function
+prep_begin:
+    hint #0x43
+    ret
+    .size prep_begin, .-prep_begin
+    .global prep_end
+    .type prep_end, %function
+prep_end:
+    hint #0x44
+    ret
+    .size prep_end, .-prep_end
 """
 
 COPY_C = r"""
@@ -135,6 +147,8 @@ COPY_C = r"""
 void roi_begin(void);
 void roi_end(void);
 void run_mark(void);
+void prep_begin(void);
+void prep_end(void);
 
 static uint8_t src[1 << 16] __attribute__((aligned(64)));
 static uint8_t dst[1 << 16] __attribute__((aligned(64)));
@@ -219,6 +233,20 @@ int main(int argc, char **argv)
             if (k == runs)
                 break;
             run_sve(sizes[k]);
+        }
+    } else if (!strcmp(mode, "prep")) {
+        /* two runs through the same code, the second with a fill of n/8 words between the
+         * preparation markers (as the harness's run that computes a preparation) */
+        volatile int runs = 2;
+        for (int k = 0;; k++) {
+            run_mark();
+            if (k == runs)
+                break;
+            prep_begin();
+            if (k == 1)
+                fill_scalar((uint64_t *)dst, n / 8);
+            prep_end();
+            run_sve(n);
         }
     } else if (!strcmp(mode, "nomarkers"))
         copy_sve(dst, src, n);
@@ -746,7 +774,7 @@ def test_roi_closed_form(build, prog, tmp_path, vl):
     a = run_clients(build, prog, ["sve", n], tmp_path, vl, ("inscount", "opcodes"))
     b = run_clients(build, prog, ["sve", n], tmp_path, vl, ("inscount",), tag="b")
     ins = a["inscount"]
-    assert ins["markers"] == {"begin": 1, "end": 1, "balanced": True}
+    assert ins["markers"] == {"begin": 1, "end": 1, "balanced": True, "prep": 0}
     roi = ins["roi"]
     assert roi["total"] == want, (roi["total"], fixed, per_iter, iters)
     assert b["inscount"] == ins, "two runs differ"
@@ -779,7 +807,7 @@ def test_roi_closed_form(build, prog, tmp_path, vl):
 def test_two_sequential_rois_sum(build, prog, tmp_path):
     one = run_clients(build, prog, ["sve", 65536], tmp_path)["inscount"]
     two = run_clients(build, prog, ["twice", 65536], tmp_path, tag="2")["inscount"]
-    assert two["markers"] == {"begin": 2, "end": 2, "balanced": True}
+    assert two["markers"] == {"begin": 2, "end": 2, "balanced": True, "prep": 0}
     assert two["roi"]["total"] == 2 * one["roi"]["total"]
     assert two["roi"]["classes"] == {k: 2 * v for k, v in one["roi"]["classes"].items()}
 
@@ -807,7 +835,7 @@ def test_run_marks_split_the_counts_per_run(build, prog, tmp_path):
         runs.append({c: json.loads(Path(f"{out}.{k}").read_text()) for c, out in outs.items()})
     for k, size in enumerate((n, 2 * n, n)):
         ins = runs[k]["inscount"]
-        assert ins["markers"] == {"begin": 1, "end": 1, "balanced": True}
+        assert ins["markers"] == {"begin": 1, "end": 1, "balanced": True, "prep": 0}
         assert ins["roi"]["total"] == fixed + per_iter * math.ceil(size / 64), (k, ins["roi"])
         assert sum(e["count"] for e in runs[k]["opcodes"]["whole"]) == ins["whole"]["total"]
         # a run's share: far less than the process of one run, which counts start-up and exit
@@ -823,6 +851,24 @@ def test_run_marks_split_the_counts_per_run(build, prog, tmp_path):
     load = [m["roi"]["classes"]["sve_contig_load"] for m in mem]
     assert load[1]["insns"] == 2 * load[0]["insns"]
     assert load[1]["bytes"] == 4 * load[0]["bytes"]
+
+
+def test_prep_markers_leave_the_whole_count(build, prog, tmp_path):
+    """hint #0x43/#0x44 (a run's preparation): what executes between them is left out of the
+    whole count, so a run that computes its preparation counts as one that copies it."""
+    n = 16384
+    plugins, outs = [], {}
+    for c in ("inscount", "opcodes"):
+        out = tmp_path / f"{c}-prep.json"
+        plugins.append((build / f"lib{c}.so", {"out": out, "whole": "on"} if c == "opcodes" else {"out": out}))
+        outs[c] = out
+    qemu(prog, ["prep", n], plugins)
+    runs = [{c: json.loads(Path(f"{out}.{k}").read_text()) for c, out in outs.items()} for k in range(2)]
+    for r in runs:
+        assert r["inscount"]["markers"] == {"begin": 1, "end": 1, "balanced": True, "prep": 1}
+    # the second run executed n/8 fill iterations (at least 3 instructions each) more
+    assert runs[1]["inscount"] == runs[0]["inscount"]
+    assert runs[1]["opcodes"] == runs[0]["opcodes"]
 
 
 def test_run_marks_need_a_vl_per_run(build, prog, tmp_path):
@@ -844,7 +890,7 @@ def test_missing_markers(build, prog, tmp_path):
     res = run_clients(build, prog, ["nomarkers", 65536], tmp_path,
                       clients=CLIENTS)
     for c in CLIENTS:
-        assert res[c]["markers"] == {"begin": 0, "end": 0, "balanced": False}
+        assert res[c]["markers"] == {"begin": 0, "end": 0, "balanced": False, "prep": 0}
         assert res[c]["roi"] is None
     assert res["inscount"]["roi_functions"] is None
     assert res["inscount"]["whole"]["total"] > 0
@@ -854,7 +900,7 @@ def test_unbalanced_markers(build, prog, tmp_path):
     res = run_clients(build, prog, ["twobegin", 65536], tmp_path,
                       clients=CLIENTS)
     for c in CLIENTS:
-        assert res[c]["markers"] == {"begin": 2, "end": 1, "balanced": False}
+        assert res[c]["markers"] == {"begin": 2, "end": 1, "balanced": False, "prep": 0}
         assert res[c]["roi"] is None
 
 

@@ -89,31 +89,33 @@ def inputs(build_dir: Path) -> list[str]:
 
 def batches(plan: Plan) -> list[list[int]]:
     """The plan's runs (indices) grouped into processes: consecutive runs on the same CPU
-    (with or without SVE) share one, unless the plan says its runs take one each (MPI)."""
+    (with or without SVE) share one, unless the plan says its runs take one each (MPI). In a
+    process the runs of one size and parameter set are consecutive, each VL after the other:
+    the harness keeps the preparation of one such set (docs/contracts.md section 1)."""
     groups: list[list[int]] = []
     for i, run in enumerate(plan.runs):
         if groups and plan.settings.get("batch", True) and plan.runs[groups[-1][0]].sve == run.sve:
             groups[-1].append(i)
         else:
             groups.append([i])
-    return groups
+    return [sorted(g, key=lambda i: (plan.runs[i].argv()[1:], plan.runs[i].vl)) for g in groups]
 
 
 def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     binary, plugins = Path(plan.binary), Path(plan.settings["plugin_dir"])
-    records: list[dict[str, Any]] = []
+    records: dict[int, dict[str, Any]] = {}
     for group in batches(plan):
         runs = [plan.runs[i] for i in group]
         limits = [plan.time_limits[i] for i in group]
 
-        def ran(k: int, seconds: float, first: int = group[0]) -> None:
-            print(f"[{first + k + 1}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, plan.runs[first + k])} "
+        def ran(k: int, seconds: float, group: list[int] = group) -> None:
+            print(f"[{group[k] + 1}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, plan.runs[group[k]])} "
                   f"ran in {seconds:.3f}s", file=log, flush=True)
 
-        for rec in run_batch(binary, plan.cpu_model, runs, plugins, plan.env, limits, ran):
-            records.append(rec)
-            log_record(binary, plan, len(records), rec, log)
-    return {}, records
+        for i, rec in zip(group, run_batch(binary, plan.cpu_model, runs, plugins, plan.env, limits, ran)):
+            records[i] = rec
+            log_record(binary, plan, i + 1, rec, log)
+    return {}, [records[i] for i in range(len(plan.runs))]
 
 
 def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:

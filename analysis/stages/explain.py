@@ -120,7 +120,7 @@ def explain(cell: Cell, sweep: config.Sweep, counts: pd.DataFrame, prov: pd.Data
         f"VL seen by the kernel: {p['vl_seen']}; checksum {p['checksum']}.",
         "",
         f"- ROI net instructions (`roi_net.total`): **{value.get('roi_net.total')}** (SVE: {value.get('roi_net.sve')})",
-        f"- whole-program net (`whole_net.total`, includes fill and verify): {value.get('whole_net.total')}",
+        f"- whole-program net (`whole_net.total`, includes copying the inputs and verifying): {value.get('whole_net.total')}",
         "",
         "## How it was produced (runnable as they are)",
         "",

@@ -1,7 +1,7 @@
 """Subtract stage: baseline subtraction, done once, where the measurements are made.
 
 `roi_net.X = roi.X(n) - roi.X(0)` is the primary metric; `whole_net.X = whole.X(n) - whole.X(0)`
-is the paper's Eq. 1 taken literally (whole program, so it includes fill and verify).
+is the paper's Eq. 1 taken literally (whole program, so it includes copying the prepared inputs and verifying).
 A counter that a run did not report (an opcode that never executed) counts as 0.
 Linearity: with sizes 0, n and 2n, `roi_net.linearity_ppm` is
 |(R(2n) - R(n)) - (R(n) - R(0))| / (R(n) - R(0)) in parts per million of the ROI total, and

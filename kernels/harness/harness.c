@@ -24,6 +24,7 @@ static struct {
     size_t size;
     const char *const *keys;
     const char *values[MAX_PARAMS];
+    size_t preps; /* harness_prep_begin calls so far in this run */
 } h;
 
 /* Batch mode (docs/contracts.md section 1): one process runs several cells, calling main()
@@ -343,6 +344,141 @@ void *harness_alloc(size_t bytes, size_t align)
     return (char *)m + offset;
 }
 
+/* ---- preparations shared by the runs of a batch (harness.h) ---------------------------- */
+
+/* The counting plugins' preparation markers (armie_clients/tbstats.h); NOPs elsewhere. */
+#ifdef __aarch64__
+#define PREP_MARK(hint) __asm__ volatile("hint #" #hint ::: "memory")
+#else
+#define PREP_MARK(hint) __asm__ volatile("" ::: "memory")
+#endif
+
+#define MAX_PREPS 8
+
+/* The preparations remembered for one size and parameter set: the runs of a batch that
+ * share them are consecutive (the runner orders a batch so), so one set is kept. */
+static struct {
+    int valid;
+    size_t size;
+    char *values[MAX_PARAMS];
+    size_t n;
+    struct prep_copy {
+        unsigned char *data[2];
+        size_t bytes[2];
+        void *map[2];
+        size_t map_len[2];
+    } copies[MAX_PREPS];
+} memo;
+
+/* The preparation between harness_prep_begin and harness_prep_end. */
+static struct {
+    void *to[2];
+    size_t bytes[2];
+    struct prep_copy *copy; /* NULL: past MAX_PREPS, computed in every run */
+    int computing;
+} prep;
+
+static int same_key(void)
+{
+    if (!memo.valid || memo.size != h.size)
+        return 0;
+    for (size_t k = 0; h.keys[k]; k++)
+        if (strcmp(memo.values[k], h.values[k]) != 0)
+            return 0;
+    return 1;
+}
+
+static void forget(void)
+{
+    for (size_t i = 0; i < memo.n; i++)
+        for (int k = 0; k < 2; k++)
+            if (memo.copies[i].map[k])
+                munmap(memo.copies[i].map[k], memo.copies[i].map_len[k]);
+    for (size_t k = 0; k < MAX_PARAMS; k++)
+        free(memo.values[k]);
+    memset(&memo, 0, sizeof memo);
+    memo.valid = 1;
+    memo.size = h.size;
+    for (size_t k = 0; h.keys[k]; k++)
+        if (!(memo.values[k] = strdup(h.values[k])))
+            harness_fail("cannot remember the run's parameters");
+}
+
+/* Copying a preparation (to remember it, and back in every run) in Advanced SIMD, 64 bytes
+ * per iteration: glibc's memcpy is SVE here, which QEMU emulates several times slower per
+ * byte, and compilers turn a plain C copy loop back into a memcpy call. */
+static void copy_prep(unsigned char *to, const unsigned char *from, size_t n)
+{
+#ifdef __aarch64__
+    size_t blocks = n / 64;
+    if (blocks)
+        __asm__ volatile("1: ldp q0, q1, [%[f]], #32\n"
+                         "   ldp q2, q3, [%[f]], #32\n"
+                         "   stp q0, q1, [%[t]], #32\n"
+                         "   stp q2, q3, [%[t]], #32\n"
+                         "   subs %[b], %[b], #1\n"
+                         "   b.ne 1b\n"
+                         : [t] "+r"(to), [f] "+r"(from), [b] "+r"(blocks)
+                         :
+                         : "v0", "v1", "v2", "v3", "memory", "cc");
+    n %= 64;
+#endif
+    for (size_t i = 0; i < n; i++)
+        to[i] = from[i];
+}
+
+/* A copy of `bytes` at `p`, at the same offset into its page as `p`. */
+static void remember(struct prep_copy *c, int k, const void *p, size_t bytes)
+{
+    size_t offset = (uintptr_t)p % HARNESS_PAGE, len = offset + bytes + 1;
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        harness_fail("cannot remember a preparation of %zu bytes", bytes);
+    c->map[k] = m;
+    c->map_len[k] = len;
+    c->data[k] = (unsigned char *)m + offset;
+    c->bytes[k] = bytes;
+    copy_prep(c->data[k], p, bytes);
+}
+
+int harness_prep_begin(void *a, size_t a_bytes, void *b, size_t b_bytes)
+{
+    /* From here to harness_prep_end's marker nothing counts (tbstats.h): the branches below
+     * differ between the run that computes and those that copy. */
+    PREP_MARK(0x43);
+    if (h.preps == 0 && !same_key())
+        forget();
+    size_t i = h.preps++;
+    prep.to[0] = a;
+    prep.to[1] = b;
+    prep.bytes[0] = a_bytes;
+    prep.bytes[1] = b ? b_bytes : 0;
+    prep.copy = i < MAX_PREPS ? &memo.copies[i] : NULL;
+    prep.computing = !prep.copy || i >= memo.n;
+    if (!prep.computing && (prep.copy->bytes[0] != prep.bytes[0] || prep.copy->bytes[1] != prep.bytes[1]))
+        harness_fail("preparation %zu of this run is %zu+%zu bytes, the run that computed it had %zu+%zu: "
+                     "a preparation must depend only on the size and parameters", i, prep.bytes[0],
+                     prep.bytes[1], prep.copy->bytes[0], prep.copy->bytes[1]);
+    return prep.computing;
+}
+
+void harness_prep_end(void)
+{
+    if (prep.computing && prep.copy) {
+        for (int k = 0; k < 2; k++)
+            if (prep.to[k])
+                remember(prep.copy, k, prep.to[k], prep.bytes[k]);
+        memo.n++;
+    }
+    struct prep_copy *c = prep.copy;
+    PREP_MARK(0x44);
+    /* Counted in every run: the copy back (the run that computed copies its own result). */
+    if (c)
+        for (int k = 0; k < 2; k++)
+            if (prep.to[k])
+                copy_prep(prep.to[k], c->data[k], prep.bytes[k]);
+}
+
 uint64_t harness_rand(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
@@ -351,19 +487,22 @@ uint64_t harness_rand(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-/* Stateless per word (hash of seed + index), so the compiler can vectorize it: the fill
- * runs outside the ROI but inside every whole-program count and every run's time. */
+/* Stateless per word (hash of seed + index), so the compiler can vectorize it; a
+ * preparation, so a batch computes it once per size. */
 void harness_fill_bytes(void *p, size_t bytes, uint64_t seed)
 {
-    unsigned char *b = p;
-    size_t words = bytes / 8;
-    for (size_t i = 0; i < words; i++) {
-        uint64_t r = harness_hash(seed + i);
-        memcpy(b + 8 * i, &r, 8);
+    if (harness_prep_begin(p, bytes, NULL, 0)) {
+        unsigned char *b = p;
+        size_t words = bytes / 8;
+        for (size_t i = 0; i < words; i++) {
+            uint64_t r = harness_hash(seed + i);
+            memcpy(b + 8 * i, &r, 8);
+        }
+        uint64_t r = harness_hash(seed + words);
+        for (size_t j = 8 * words; j < bytes; j++, r >>= 8)
+            b[j] = (unsigned char)r;
     }
-    uint64_t r = harness_hash(seed + words);
-    for (size_t j = 8 * words; j < bytes; j++, r >>= 8)
-        b[j] = (unsigned char)r;
+    harness_prep_end();
 }
 
 /* FNV-1a over little-endian 64-bit words, then the remaining bytes: a word at a time, eight

@@ -117,6 +117,23 @@ HARNESS_NORETURN HARNESS_PRINTF(1, 2) void harness_usage_error(const char *fmt, 
 #define HARNESS_PAGE 4096u
 void *harness_alloc(size_t bytes, size_t align);
 
+/* A run's preparation: inputs and expected output that depend on the run's size and
+ * parameters but not on its VL (hash fills, scalar references), which are most of what an
+ * emulated run executes outside its ROI. Computed by the first run of a batch with that size
+ * and those parameters, remembered, and copied by the others (docs/contracts.md section 1):
+ *
+ *     if (harness_prep_begin(a, a_bytes, b, b_bytes))   // b may be NULL, b_bytes 0
+ *         compute a and b;                              // only when nothing is remembered
+ *     harness_prep_end();                               // a and b hold the result either way
+ *
+ * Everything from the begin to the end is left out of the whole-run count (the counting
+ * plugins' preparation markers), so a run counts the same whether it computed or copied; the
+ * copy after the end is counted in every run. What is computed must depend only on the
+ * run's size and parameters and on what the run computed before (the same steps in the same
+ * order), never on the VL; a run that asks for other sizes than the one remembered fails. */
+int harness_prep_begin(void *a, size_t a_bytes, void *b, size_t b_bytes);
+void harness_prep_end(void);
+
 /* Deterministic data: splitmix64 stream, its stateless form (hash of an index), and a byte
  * fill from the latter. The hash is inline so that a fill loop calling it vectorizes: fills
  * run outside the ROI but in every emulated run. */

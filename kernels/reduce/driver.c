@@ -17,9 +17,12 @@
     {                                                                                   \
         const T *a = in;                                                                \
         T *b = inout;                                                                   \
-        HARNESS_REFERENCE_LOOP                                                          \
-        for (size_t i = 0; i < n; i++)                                                  \
-            REDUCE_STEP_##op(b[i], a[i]);                                               \
+        if (harness_prep_begin(b, n * sizeof(T), NULL, 0)) {                            \
+            HARNESS_REFERENCE_LOOP                                                      \
+            for (size_t i = 0; i < n; i++)                                              \
+                REDUCE_STEP_##op(b[i], a[i]);                                           \
+        }                                                                               \
+        harness_prep_end();                                                             \
     }
 REDUCE_MATRIX(DEFINE_REF)
 #define REF_ENTRY(op, dname, T) {#op, #dname, sizeof(T), ref_##op##_##dname},
@@ -63,11 +66,20 @@ static uint64_t fp_nan(size_t esize, int kind, uint64_t payload)
 #define FILL_SIGNED_ZEROS(in, io, i) (in[i + 3] = 0.0, io[i + 3] = -0.0, in[i + 5] = -0.0, io[i + 5] = 0.0)
 #endif
 
+/* fill_T: fill_T_now as a preparation (harness.h), computed once per size in a batch. */
+#define DEFINE_PREPARED_FILL(T)                                                           \
+    static void fill_##T(T *restrict in, T *restrict io, size_t n, int nan, uint64_t seed) \
+    {                                                                                   \
+        if (harness_prep_begin(in, n * sizeof(T), io, n * sizeof(T)))                   \
+            fill_##T##_now(in, io, n, nan, seed);                                       \
+        harness_prep_end();                                                             \
+    }
+
 /* Finite values k/16 (exact in float); every 16 elements: +0/-0 in both orders, an equal
  * pair and, with nan, a NaN in `in`, in `inout`, in both, and a signaling NaN. One typed loop
  * per type so the compiler vectorizes it: the fill is outside the ROI but in every run. */
 #define DEFINE_FILL_FP(T)                                                                \
-    static void fill_##T(T *restrict in, T *restrict io, size_t n, int nan, uint64_t seed) \
+    static void fill_##T##_now(T *restrict in, T *restrict io, size_t n, int nan, uint64_t seed) \
     {                                                                                   \
         for (size_t i = 0; i < n; i++) {                                                \
             uint64_t r = harness_hash(seed + i);                                        \
@@ -86,7 +98,8 @@ static uint64_t fp_nan(size_t esize, int kind, uint64_t payload)
             put(io, i + 13, sizeof(T), fp_nan(sizeof(T), 1, r >> 50));                  \
             put(in, i + 15, sizeof(T), fp_nan(sizeof(T), 2, r >> 40));                  \
         }                                                                               \
-    }
+    }                                                                                    \
+    DEFINE_PREPARED_FILL(T)
 DEFINE_FILL_FP(float)
 DEFINE_FILL_FP(double)
 
@@ -103,14 +116,15 @@ static inline uint64_t int_value(uint64_t r, unsigned bits, int is_signed)
 }
 
 #define DEFINE_FILL_INT(T, is_signed)                                                    \
-    static void fill_##T(T *restrict in, T *restrict io, size_t n, int nan, uint64_t seed) \
+    static void fill_##T##_now(T *restrict in, T *restrict io, size_t n, int nan, uint64_t seed) \
     {                                                                                    \
         (void)nan;                                                                       \
         for (size_t i = 0; i < n; i++) {                                                 \
             in[i] = (T)int_value(harness_hash(seed + 2 * i), 8 * sizeof(T), is_signed);  \
             io[i] = (T)int_value(harness_hash(seed + 2 * i + 1), 8 * sizeof(T), is_signed); \
         }                                                                                \
-    }
+    }                                                                                     \
+    DEFINE_PREPARED_FILL(T)
 DEFINE_FILL_INT(int8_t, 1)
 DEFINE_FILL_INT(int16_t, 1)
 DEFINE_FILL_INT(int32_t, 1)
