@@ -66,9 +66,11 @@ static uint64_t fp_nan(size_t esize, int kind, uint64_t payload)
 #define FILL_SIGNED_ZEROS(in, io, i) (in[i + 3] = 0.0, io[i + 3] = -0.0, in[i + 5] = -0.0, io[i + 5] = 0.0)
 #endif
 
-/* fill_T: fill_T_now as a preparation (harness.h), computed once per size in a batch. */
+/* fill_T: fill_T_now as a preparation (harness.h), computed once per size in a batch. Not
+ * inlined: clang resolves the fills[] table and would inline so small a function into main(),
+ * whose code around the kernel call lies inside the ROI (it moved clang's ROI counts by 1). */
 #define DEFINE_PREPARED_FILL(T)                                                           \
-    static void fill_##T(T *restrict in, T *restrict io, size_t n, int nan, uint64_t seed) \
+    static __attribute__((noinline)) void fill_##T(T *restrict in, T *restrict io, size_t n, int nan, uint64_t seed) \
     {                                                                                   \
         if (harness_prep_begin(in, n * sizeof(T), io, n * sizeof(T)))                   \
             fill_##T##_now(in, io, n, nan, seed);                                       \
