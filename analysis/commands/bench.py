@@ -297,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({verdict(d['seconds'], d['target_s'])})", flush=True)
         o = report["out_of_roi"] = out_of_roi(work / "default" / "results" / "counts.csv")
         print(f"guest instructions: {o['whole']:,} whole program, {o['roi']:,} in the ROI; "
-              f"{100 * o['outside_share']:.1f} % outside the ROI (fill, reference, verification)", flush=True)
+              f"{100 * o['outside_share']:.1f} % outside the ROI (copying prepared inputs back, poison loops, "
+              "verification)", flush=True)
         for name, r in o["per_kernel"].items():
             print(f"  {name:28s} {100 * r['outside_share']:5.1f} % outside the ROI ({r['whole']:,} whole)", flush=True)
         wall, cpu = sweep_time(ns.config, work / "default", ns.cores, gem5=False)
