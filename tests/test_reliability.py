@@ -285,7 +285,7 @@ GOLDEN_FAULTS: list[tuple[str, Callable[[Path], None], str]] = [
     ("fingerprint missing", lambda r: _fp(r).unlink(), "no fingerprint"),
     ("an ACLE value moved 20%", _move_acle_value, "does not match the checksum"),
     ("golden truncated at a line boundary", lambda r: _csv(r).write_text(
-        "".join(_csv(r).read_text().splitlines(keepends=True)[:401])), "has 400 rows, its fingerprint records 720"),
+        "".join(_csv(r).read_text().splitlines(keepends=True)[:401])), "has 400 rows, its fingerprint records 1440"),
     ("golden truncated mid-line", lambda r: _csv(r).write_text(_csv(r).read_text()[:30000]), "golden file"),
     ("golden emptied", lambda r: _csv(r).write_text(""), "is corrupt"),
     ("golden missing", lambda r: _csv(r).unlink(), "no golden file"),
@@ -308,7 +308,9 @@ def test_regress_refuses_corrupt_golden_files_before_any_work(golden_copy: Path,
 def test_committed_golden_fingerprint_is_valid() -> None:
     reg = regress.load(REPO / "configs" / "regress.yaml")
     golden, fp = regress.read_golden(reg)
-    assert fp["rows"] == len(golden) == 720
+    assert fp["rows"] == len(golden) == 1440
+    # the same cells for both compilers of the default sweep
+    assert golden.groupby("compiler").size().to_dict() == {"clang": 720, "gcc": 720}
 
 
 # ---- 3. time limits, staging directories ----
