@@ -118,14 +118,20 @@ static int key_index(const char *key, size_t len)
     return -1;
 }
 
+/* A marker the counting plugins watch for (armie_clients/tbstats.h): a hint, a NOP to
+ * everything else; nothing in a host build. */
+#ifdef __aarch64__
+#define PLUGIN_MARK(hint) __asm__ volatile("hint #" #hint ::: "memory")
+#else
+#define PLUGIN_MARK(hint) __asm__ volatile("" ::: "memory")
+#endif
+
 /* The boundary between two runs of a batch: its own translation block (a call target) that
  * the counting plugins take as the end of one run's counts and the start of the next
  * (armie_clients/tbstats.h). A NOP to everything else. */
 static HARNESS_NOIPA void run_mark(void)
 {
-#ifdef __aarch64__
-    __asm__ volatile("hint #0x42" ::: "memory");
-#endif
+    PLUGIN_MARK(0x42);
 }
 
 /* The run's VL, set before its main() runs; a VL the CPU refuses shows up as the run's
@@ -346,13 +352,6 @@ void *harness_alloc(size_t bytes, size_t align)
 
 /* ---- preparations shared by the runs of a batch (harness.h) ---------------------------- */
 
-/* The counting plugins' preparation markers (armie_clients/tbstats.h); NOPs elsewhere. */
-#ifdef __aarch64__
-#define PREP_MARK(hint) __asm__ volatile("hint #" #hint ::: "memory")
-#else
-#define PREP_MARK(hint) __asm__ volatile("" ::: "memory")
-#endif
-
 #define MAX_PREPS 8
 
 /* The preparations remembered for one size and parameter set: the runs of a batch that
@@ -445,7 +444,7 @@ int harness_prep_begin(void *a, size_t a_bytes, void *b, size_t b_bytes)
 {
     /* From here to harness_prep_end's marker nothing counts (tbstats.h): the branches below
      * differ between the run that computes and those that copy. */
-    PREP_MARK(0x43);
+    PLUGIN_MARK(0x43);
     if (h.preps == 0 && !same_key())
         forget();
     size_t i = h.preps++;
@@ -471,7 +470,7 @@ void harness_prep_end(void)
         memo.n++;
     }
     struct prep_copy *c = prep.copy;
-    PREP_MARK(0x44);
+    PLUGIN_MARK(0x44);
     /* Counted in every run: the copy back (the run that computed copies its own result). */
     if (c)
         for (int k = 0; k < 2; k++)

@@ -30,7 +30,8 @@ enum { HARNESS_EXIT_OK = 0, HARNESS_EXIT_FAIL = 1, HARNESS_EXIT_USAGE = 2, HARNE
 
 /* A reference that may be vectorized with Advanced SIMD but never with SVE: independent of
  * the SVE code under test and of the compiler's SVE vectorization, and several times cheaper
- * to emulate than a scalar loop (the reference runs in every count run). AArch64 GCC and
+ * to emulate than a scalar loop (a reference runs once per size in a batch, see
+ * harness_prep_begin, and in every run of a process of its own). AArch64 GCC and
  * clang (each spells "without SVE" its own way); elsewhere (a host build) it is
  * HARNESS_SCALAR. Put HARNESS_REFERENCE_LOOP right before each loop of such a reference:
  * nothing where the attribute already keeps SVE out, HARNESS_NOVEC_LOOP where it is scalar. */
@@ -136,7 +137,7 @@ void harness_prep_end(void);
 
 /* Deterministic data: splitmix64 stream, its stateless form (hash of an index), and a byte
  * fill from the latter. The hash is inline so that a fill loop calling it vectorizes: fills
- * run outside the ROI but in every emulated run. */
+ * run outside the ROI, once per size in a batch (harness_prep_begin). */
 uint64_t harness_rand(uint64_t *state);
 static inline uint64_t harness_hash(uint64_t i)
 {

@@ -79,7 +79,7 @@ static uint64_t fp_nan(size_t esize, int kind, uint64_t payload)
 
 /* Finite values k/16 (exact in float); every 16 elements: +0/-0 in both orders, an equal
  * pair and, with nan, a NaN in `in`, in `inout`, in both, and a signaling NaN. One typed loop
- * per type so the compiler vectorizes it: the fill is outside the ROI but in every run. */
+ * per type so the compiler vectorizes it: the fill is outside the ROI, once per size in a batch. */
 #define DEFINE_FILL_FP(T)                                                                \
     static void fill_##T##_now(T *restrict in, T *restrict io, size_t n, int nan, uint64_t seed) \
     {                                                                                   \
