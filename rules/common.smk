@@ -78,3 +78,13 @@ wildcard_constraints:
     variant="[a-z][a-z0-9_]*",
     family="[a-z][a-z0-9_]*",
     client="[a-z]+",
+
+
+# Snakemake 9's job rate limiter (--max-jobs-per-timespan, 100/1s by default) arms a one-second
+# timer on every scheduling pass that finds a ready job, and each timer's pass arms the next: after
+# n jobs have finished, the scheduler re-examines every ready job about n times a second
+# (snakemake/snakemake#3744). That was 46 of a default sweep's 282 CPU seconds. A local run submits
+# nothing anywhere and needs no rate limit; a cluster run (Slurm) keeps it.
+onstart:
+    if workflow.local_exec:
+        workflow.scheduler.job_rate_limiter = None

@@ -102,3 +102,21 @@ def test_the_workflow_start_loads_neither_pandas_nor_matplotlib() -> None:
             "print(sorted(n for n in ('pandas', 'matplotlib') if n in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", (modules, out)
+
+
+def test_the_scheduler_looks_once_per_finished_job(tmp_path: Path) -> None:
+    """Snakemake's job rate limiter re-ran the scheduler from timers that multiply with every
+    finished job (rules/common.smk): at the end of a default sweep's build, hundreds of passes
+    a second over every ready job. Without it the scheduler looks once at the start and once
+    per finished job. Seven compile jobs on one core take seconds, long enough for the timers."""
+    build = tmp_path / "build"
+    targets = [str(build / "plugins" / f"lib{c}.so") for c in ("inscount", "opcodes", "memory")]
+    targets += [str(build / "gcc" / b / "obj" / "harness.o") for b in ("vla", "vls128", "vls256")]
+    cmd = [str(Path(sys.executable).parent / "snakemake"), *targets, "--verbose", "--snakefile", str(REPO / "Snakefile"),
+           "--directory", str(REPO), "--cores", "1", "--config", f"sweep={TINY}", f"build_dir={build}",
+           f"results_dir={tmp_path / 'results'}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    finished = proc.stderr.count("Finished jobid")
+    passes = proc.stderr.count("Ready jobs:")
+    assert finished == 7 and passes <= finished + 1, (finished, passes)

@@ -42,8 +42,9 @@ def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra:
         str(Path(sys.executable).parent / "snakemake"), *extra, "--snakefile", str(REPO / "Snakefile"),
         "--directory", str(REPO), "--cores", str(cores),
         # Snakemake's default ILP scheduler solves a CBC problem over every ready job each time it
-        # looks, and it looks again about once a second per job finished so far: a third of a
-        # default sweep's CPU time. Every job takes one core and nothing else: greedy picks as well.
+        # looks (once per finished job, and more often with the rate limiter rules/common.smk
+        # drops): a third of a default sweep's CPU time. Every job takes one core and nothing else:
+        # greedy picks as well.
         "--scheduler", "greedy",
         # A killed run leaves its jobs marked incomplete: resume by redoing them (raw files are
         # written atomically and carry a checksum, so nothing partial is ever read).
