@@ -219,6 +219,17 @@ def test_a_cell_counts_the_same_alone_and_in_a_batch(binaries, plugin_dir, all_s
     assert not differ, "\n".join(differ)
 
 
+def test_a_record_carries_its_own_command_not_its_batch(binaries, plugin_dir) -> None:
+    """A record's command is its cell's alone (a batch of one). The batch's command in every
+    record made a raw file grow with the square of its runs: 300 MB for a 2,048-run job of the
+    full matrix, most of the collect stage's 34 s."""
+    from analysis.backends import qemu
+    runs = [config.Run(vl, n, "-", "-", ()) for vl, n in ((128, 4096), (512, 0), (2048, 8192))]
+    for run, rec in zip(runs, qemu.run_batch(binaries("copy", "acle_4v"), "max", runs, plugin_dir)):
+        words = rec["command"]
+        assert words[words.index("--batch"):] == rec["argv"][1:] == qemu.batch_argv([run]), words
+
+
 def test_the_replay_line_reproduces_the_cell(binaries, plugin_dir, tmp_path) -> None:
     """provenance.csv's run_command (a record's command_line), run in a shell, counts the cell
     exactly as the sweep did: every client's file, whole-program counts included."""

@@ -190,7 +190,10 @@ def run_batch(binary: Path, cpu_model: str, runs: Sequence[Run], plugin_dir: Pat
             msg = next((ln for ln in reversed(lines) if ln.startswith(("FAIL: ", "usage error: "))), lines[-1])
             raise RunError(f"{cell}: {msg} (exit {proc.returncode}; replay: "
                            f"{replay_command(binary, cpu_model, failed, plugin_dir, env)})")
-        return [record(binary, cpu_model, k, run, oks[k], out_dir, plugin_dir, env, cmd, seconds, len(runs))
+        # Each record carries its cell's own command (a batch of one): the batch's, repeated in
+        # every record, grew a raw file with the square of its runs (300 MB for 2,048 runs).
+        return [record(binary, cpu_model, k, run, oks[k], out_dir, plugin_dir, env,
+                       qemu_command(exe, cpu_model, [run], plugin_dir, out_dir, env), seconds, len(runs))
                 for k, run in enumerate(runs)]
 
 
