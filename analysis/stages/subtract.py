@@ -20,7 +20,6 @@ def net_rows(raw: pd.DataFrame) -> pd.DataFrame:
     """Net metrics for every measured size > 0 whose cell also ran at size 0."""
     raw = raw[raw["metric"].str.startswith(tuple(NET_PREFIX))]
     wide = raw.pivot_table(index=CELL + ["metric"], columns="size", values="value", aggfunc="first", fill_value=0)
-    ran = raw[raw["metric"] == "roi.total"].groupby(CELL)["size"].apply(set).to_dict()
     if 0 not in wide.columns:
         raise ValueError("no baseline run (size 0) in the raw counts: cannot subtract")
     frames = []
@@ -30,10 +29,10 @@ def net_rows(raw: pd.DataFrame) -> pd.DataFrame:
         frames.append(net)
     if not frames:
         return raw.iloc[0:0]
-    out = pd.concat(frames, ignore_index=True)
-    keep = [size in ran.get(tuple(r), set()) and 0 in ran.get(tuple(r), set())
-            for r, size in zip(out[CELL].itertuples(index=False), out["size"])]
-    out = out[keep]
+    # Only (cell, size) pairs that ran, in cells that also ran at size 0: the pivot filled the rest with 0.
+    ran = raw.loc[raw["metric"] == "roi.total", CELL + ["size"]].drop_duplicates()
+    baseline = ran.loc[ran["size"] == 0, CELL]
+    out = pd.concat(frames, ignore_index=True).merge(ran[ran["size"] > 0].merge(baseline, on=CELL), on=CELL + ["size"])
     for old, new in NET_PREFIX.items():
         hit = out["metric"].str.startswith(old)
         out.loc[hit, "metric"] = new + out.loc[hit, "metric"].str[len(old):]
@@ -41,19 +40,17 @@ def net_rows(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def linearity_rows(raw: pd.DataFrame) -> pd.DataFrame:
-    roi = raw[raw["metric"] == "roi.total"].set_index(CELL + ["size"])["value"]
-    rows = []
-    for cell, sizes in roi.groupby(level=CELL):
-        by_size = {k[-1]: v for k, v in sizes.items()}
-        for n in by_size:
-            if n > 0 and 2 * n in by_size and 0 in by_size:
-                first = by_size[n] - by_size[0]
-                second = by_size[2 * n] - by_size[n]
-                ppm = round(abs(second - first) * 1_000_000 / first) if first else 1_000_000
-                base = dict(zip(CELL, cell), size=n)
-                rows.append({**base, "metric": "roi_net.linearity_ppm", "value": ppm})
-                rows.append({**base, "metric": "roi_net.nonlinear", "value": int(ppm > NONLINEAR_PPM)})
-    return pd.DataFrame(rows)
+    roi = raw[raw["metric"] == "roi.total"].pivot_table(index=CELL, columns="size", values="value", aggfunc="first")
+    frames = []
+    for n in [s for s in roi.columns if s > 0 and 2 * s in roi.columns and 0 in roi.columns]:
+        cells = roi[[0, n, 2 * n]].dropna().astype("int64")
+        first = cells[n] - cells[0]
+        second = cells[2 * n] - cells[n]
+        # A Python int's true division, element by element: the same float, rounded half to even.
+        ppm = ((second - first).abs() * 1_000_000 / first.where(first != 0)).round().fillna(1_000_000).astype("int64")
+        for metric, value in (("roi_net.linearity_ppm", ppm), ("roi_net.nonlinear", (ppm > NONLINEAR_PPM).astype("int64"))):
+            frames.append(value.rename("value").reset_index().assign(size=n, metric=metric))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def subtract(raw: pd.DataFrame) -> pd.DataFrame:
