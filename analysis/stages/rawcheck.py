@@ -106,14 +106,17 @@ def _check_run(run: Any, where: str, sve: bool = True) -> None:
 def check_plan(doc: dict[str, Any], path: Path, job: config.Job) -> None:
     """Every run the job plans is in the file, once, and nothing else."""
     planned = [(r.vl, r.size, r.op, r.dtype) for r in job.runs]
+    sve = all(r.sve for r in job.runs)
     try:
         for i, run in enumerate(doc["runs"]):
-            _check_run(run, f"runs[{i}]", all(r.sve for r in job.runs))
+            _check_run(run, f"runs[{i}]", sve)
     except RawError as e:
         raise RawError(f"raw file {path}: {e}; {FIX}") from None
     present = [(r["vl"], r["size"], r["op"], r["dtype"]) for r in doc["runs"]]
-    missing = [p for p in planned if p not in present]
-    extra = [p for p in present if p not in planned]
+    # Sets: a job of the full matrix has 2,048 runs, and list lookups made this quadratic.
+    planned_set, present_set = set(planned), set(present)
+    missing = [p for p in planned if p not in present_set]
+    extra = [p for p in present if p not in planned_set]
     dup = len(present) != len(set(present))
     if missing or extra or dup:
         def show(cells: list[tuple]) -> str:
