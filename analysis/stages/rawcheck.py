@@ -117,7 +117,7 @@ def check_plan(doc: dict[str, Any], path: Path, job: config.Job) -> None:
     planned_set, present_set = set(planned), set(present)
     missing = [p for p in planned if p not in present_set]
     extra = [p for p in present if p not in planned_set]
-    dup = len(present) != len(set(present))
+    dup = len(present) != len(present_set)
     if missing or extra or dup:
         def show(cells: list[tuple]) -> str:
             return ", ".join(f"vl={v} size={s}" + ("" if o == config.NO_OP else f" {o}/{d}") for v, s, o, d in cells[:4]) + (
