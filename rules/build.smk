@@ -3,6 +3,7 @@
 import glob
 import os
 import shlex
+from pathlib import Path
 
 
 def _cmd(words):
@@ -15,6 +16,23 @@ def _headers(source):
     return sorted(glob.glob(os.path.join(os.path.dirname(str(source)), "*.h"))) + ["kernels/include/harness.h"]
 
 
+# Each build job runs its command from a file (`bash FILE`) that is rewritten only when the command's
+# text changes: a changed flag, compiler or VL rule then makes the job out of date by the file's
+# mtime. Commands as params would be recorded too, but checking recorded params imports pandas into
+# the main Snakemake process (snakemake.persistence): 0.3 s of every start, a tenth of a re-run with
+# nothing to do. One directory per job: Snakemake lists a directory the first time it looks into it
+# and would take a file written there afterwards for missing.
+def _command(rule_name, make):
+    def command_file(wc):
+        path = Path(BUILD, "cmds", rule_name, *wc, "command.sh")
+        # A Slurm job reads the workflow again on its node: the main process wrote the file.
+        if workflow.is_main_process:
+            T.write_stamp(path, make(wc) + "\n")
+        return str(path)
+
+    return command_file
+
+
 # lib{PLUGIN_CORE}.so would also match rule plugin's lib{client}.so
 ruleorder: plugin_core > plugin
 
@@ -24,14 +42,13 @@ rule plugin_core:
         src="armie_clients/tbstats.c",
         common=["armie_clients/tbstats.h", "armie_clients/qemu_plugin_api.h"],
         host_gcc=stamp("host_gcc"),
+        cmd=_command("plugin_core", lambda wc: _cmd(B.plugin_cmd(B.PLUGIN_CORE, B.plugin_path(SWEEP.build_dir, B.PLUGIN_CORE)))),
     output:
         f"{BUILD}/plugins/lib{B.PLUGIN_CORE}.so",
     log:
         f"{BUILD}/logs/plugin-{B.PLUGIN_CORE}.log",
-    params:
-        cmd=lambda wc, output: _cmd(B.plugin_cmd(B.PLUGIN_CORE, output[0])),
     shell:
-        "{params.cmd} > {log:q} 2>&1"
+        "bash {input.cmd:q} > {log:q} 2>&1"
 
 
 rule plugin:
@@ -41,29 +58,25 @@ rule plugin:
                 "armie_clients/qemu_plugin_api.h"],
         core=f"{BUILD}/plugins/lib{B.PLUGIN_CORE}.so",
         host_gcc=stamp("host_gcc"),
+        cmd=_command("plugin", lambda wc: _cmd(B.plugin_cmd(wc.client, B.plugin_path(SWEEP.build_dir, wc.client)))),
     output:
         f"{BUILD}/plugins/lib{{client}}.so",
     log:
         f"{BUILD}/logs/plugin-{{client}}.log",
-    params:
-        cmd=lambda wc, output: _cmd(B.plugin_cmd(wc.client, output[0])),
     shell:
-        "{params.cmd} > {log:q} 2>&1"
+        "bash {input.cmd:q} > {log:q} 2>&1"
 
 
 rule reduce_matrix:
+    input:
+        cmd=_command("reduce_matrix", lambda wc: _cmd(["printf", "%s", B.reduce_matrix_header(TABLE)])),
     output:
         f"{BUILD}/gen/reduce_matrix.h",
-    params:
-        text=B.reduce_matrix_header(TABLE),
     # A shell command, not a run: block: Snakemake executes a run: job in a new Snakemake process.
     shell:
-        "printf '%s' {params.text:q} > {output:q}"
+        "bash {input.cmd:q} > {output:q}"
 
 
-# Compile commands are params of wildcards only: Snakemake records those with each output and
-# rebuilds when they change (a param function that reads input or output is "derived" and is
-# not recorded, so a new flag in the kernel table would leave every object stale).
 def _harness_cmd(wc, build):
     return _cmd(B.harness_compile_cmd(SWEEP.build_dir, wc.compiler, build))
 
@@ -96,14 +109,13 @@ rule harness_object:
         src="kernels/harness/harness.c",
         hdr="kernels/include/harness.h",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        cmd=_command("harness_object", _this_build(_harness_cmd)),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/obj/harness.o",
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/harness.log",
-    params:
-        cmd=_this_build(_harness_cmd),
     shell:
-        "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 rule driver_object:
@@ -112,14 +124,13 @@ rule driver_object:
         hdr=lambda wc: _headers(TABLE.families[wc.family].driver),
         gen=f"{BUILD}/gen/reduce_matrix.h",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        cmd=_command("driver_object", _this_build(_driver_cmd)),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/obj/driver_{{family}}.o",
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/driver_{{family}}.log",
-    params:
-        cmd=_this_build(_driver_cmd),
     shell:
-        "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 # Further sources of a row (extra_sources) and the MPI session of an `mpi: true` family.
@@ -129,19 +140,18 @@ rule extra_object:
         hdr=lambda wc: _headers(B.extra_source(TABLE, wc.stem)),
         gen=f"{BUILD}/gen/reduce_matrix.h",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        cmd=_command("extra_object", lambda wc: _cmd(
+            B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, B.extra_source(TABLE, wc.stem),
+                          B.obj_dir(SWEEP.build_dir, wc.compiler, wc.build) / "extra" / f"{wc.stem}.o", B.mpi.compile_flags())
+        )),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/obj/extra/{{stem}}.o",
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/extra-{{stem}}.log",
     wildcard_constraints:
         stem="[a-z][a-z0-9_]*",
-    params:
-        cmd=lambda wc: _cmd(
-            B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, B.extra_source(TABLE, wc.stem),
-                          B.obj_dir(SWEEP.build_dir, wc.compiler, wc.build) / "extra" / f"{wc.stem}.o", B.mpi.compile_flags())
-        ),
     shell:
-        "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 rule kernel_object:
@@ -150,14 +160,13 @@ rule kernel_object:
         hdr=lambda wc: _headers(TABLE.row(wc.kernel, wc.variant).source),
         gen=f"{BUILD}/gen/reduce_matrix.h",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        cmd=_command("kernel_object", _this_build(_kernel_cmd)),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/obj/{{kernel}}-{{variant}}.o",
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/{{kernel}}-{{variant}}.log",
-    params:
-        cmd=_this_build(_kernel_cmd),
     shell:
-        "{params.cmd} > {log:q} 2>&1 || {{ echo 'kernel {wildcards.kernel}-{wildcards.variant} does not compile:' >&2; cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {{ echo 'kernel {wildcards.kernel}-{wildcards.variant} does not compile:' >&2; cat {log:q} >&2; exit 1; }}"
 
 
 rule roi_object:
@@ -169,15 +178,14 @@ rule roi_object:
         src=lambda wc: str(B.roi_source(wc.backend).relative_to(B.REPO)),
         inc="kernels/roi/roi_slot.inc",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        cmd=_command("roi_object", lambda wc: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, "vla", B.roi_source(wc.backend),
+                                                                 B.roi_object(SWEEP.build_dir, wc.compiler, wc.backend)))),
     output:
         f"{BUILD}/{{compiler}}/roi/roi_{{backend}}.o",
     log:
         f"{BUILD}/logs/{{compiler}}/roi_{{backend}}.log",
-    params:
-        cmd=lambda wc: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, "vla", B.roi_source(wc.backend),
-                                          B.roi_object(SWEEP.build_dir, wc.compiler, wc.backend))),
     shell:
-        "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 # The perf backend's markers are C (perf control, timing, repetitions), built per native build.
@@ -186,26 +194,24 @@ rule roi_perf_object:
         src="kernels/roi/roi_perf.c",
         hdr="kernels/include/harness.h",
         cc=stamp("compiler.native"),
+        cmd=_command("roi_perf_object", lambda wc: _cmd(B.compile_cmd(SWEEP.build_dir, "native", wc.build, B.roi_source("perf"),
+                                                                      B.roi_object(SWEEP.build_dir, "native", "perf", wc.build)))),
     output:
         f"{BUILD}/native/{{build}}/obj/roi_perf.o",
     log:
         f"{BUILD}/logs/native/{{build}}/roi_perf.log",
-    params:
-        cmd=lambda wc: _cmd(B.compile_cmd(SWEEP.build_dir, "native", wc.build, B.roi_source("perf"),
-                                          B.roi_object(SWEEP.build_dir, "native", "perf", wc.build))),
     shell:
-        "{params.cmd} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
 
 
 rule link:
     input:
         objs=lambda wc: _binary_objects(wc, wc.build),
         roi=lambda wc: str(B.roi_object(SWEEP.build_dir, wc.compiler, wc.backend, wc.build)),
+        cmd=_command("link", _this_build(_link_cmd)),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/bin/{{backend}}/{{kernel}}-{{variant}}",
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/link-{{backend}}-{{kernel}}-{{variant}}.log",
-    params:
-        cmd=_this_build(_link_cmd),
     shell:
-        "{{ {params.cmd}; }} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"

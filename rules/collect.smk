@@ -11,8 +11,6 @@ rule collect:
         provenance=f"{RESULTS}/provenance.csv",
     log:
         f"{RESULTS}/logs/collect.log",
-    params:
-        args=SWEEP_ARGS,
     shell:
-        logged("{PY} -m analysis.stages.collect {params.args} --counts {output.counts:q} "
+        logged("{PY} -m analysis.stages.collect " + literal(SWEEP_ARGS) + " --counts {output.counts:q} "
                "--provenance {output.provenance:q} {input.raw:q}")

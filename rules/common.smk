@@ -64,6 +64,14 @@ def job_output(job):
     return str(N.job_path(SWEEP.results_dir / "raw", job, ".json"))
 
 
+def literal(text):
+    """Text put into a rule's shell command as it is (Snakemake would format its braces). Values
+    go into the command's text, not params: the code trigger re-runs a job whose text changed,
+    and a rule without params spares every start the pandas import that checking them costs
+    (build.smk)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 def logged(cmd):
     """A rule's shell command with its stderr to the rule's log; on failure the log's last
     line (the one-line error) is shown."""

@@ -29,9 +29,6 @@ rule perf_plot:
         summary=f"{RESULTS}/perf_summary.md",
     log:
         f"{RESULTS}/logs/perf_plot.log",
-    params:
-        args=SWEEP_ARGS,
-        messages=" ".join(f"--message {shlex.quote(m)}" for m in PERF_MESSAGES),
     shell:
-        logged("{PY} -m analysis.stages.plot {params.args} --stats {input.table:q} --summary {output.summary:q} "
-               "{params.messages} {input.raw:q}")
+        logged("{PY} -m analysis.stages.plot " + literal(SWEEP_ARGS) + " --stats {input.table:q} --summary {output.summary:q} "
+               + literal(" ".join(f"--message {shlex.quote(m)}" for m in PERF_MESSAGES)) + " {input.raw:q}")

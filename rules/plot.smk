@@ -24,8 +24,6 @@ rule plot:
         explained=EXPLAINED,
     log:
         f"{RESULTS}/logs/plot.log",
-    params:
-        args=SWEEP_ARGS,
     shell:
-        logged("{PY} -m analysis.stages.plot {params.args} --counts {input.counts:q} --provenance {input.provenance:q} "
+        logged("{PY} -m analysis.stages.plot " + literal(SWEEP_ARGS) + " --counts {input.counts:q} --provenance {input.provenance:q} "
                "--summary {output.summary:q}")

@@ -120,3 +120,27 @@ def test_the_scheduler_looks_once_per_finished_job(tmp_path: Path) -> None:
     finished = proc.stderr.count("Finished jobid")
     passes = proc.stderr.count("Ready jobs:")
     assert finished == 7 and passes <= finished + 1, (finished, passes)
+
+
+def test_a_rerun_with_nothing_to_do_does_not_load_pandas(tmp_path: Path) -> None:
+    """Snakemake checks the params a rule records against every existing output, and the check
+    imports pandas into the main process (snakemake.persistence): 0.3 s of each start, the most
+    of any one step of a re-run with nothing to do. The build commands live in files
+    (rules/build.smk) and the other rules' values in their command text, so no rule has params."""
+    build = tmp_path / "build"
+    args = [str(build / "gcc" / "vla" / "obj" / "harness.o"), str(build / "plugins" / "libinscount.so"),
+            "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO), "--cores", "1",
+            "--config", f"sweep={TINY}", f"build_dir={build}", f"results_dir={tmp_path / 'results'}"]
+    first = subprocess.run([str(Path(sys.executable).parent / "snakemake"), *args], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr[-3000:]
+    probe = ("import atexit, runpy, sys\n"
+             "atexit.register(lambda: print('pandas loaded:', 'pandas' in sys.modules, file=sys.stderr))\n"
+             f"sys.argv = ['snakemake', *{args!r}]\n"
+             "runpy.run_module('snakemake', run_name='__main__')\n")
+    again = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert again.returncode == 0 and "Nothing to be done" in again.stderr, again.stderr[-3000:]
+    assert "pandas loaded: False" in again.stderr, again.stderr[-3000:]
+    # The collect, plot and perf rules run in no test's re-run: none of them may have params either.
+    with_params = [p.name for p in [REPO / "Snakefile", *(REPO / "rules").glob("*.smk")]
+                   if re.search(r"^\s+params:", p.read_text(), re.M)]
+    assert with_params == []
