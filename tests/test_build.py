@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,33 @@ def test_two_sweeps_with_other_build_groups_do_not_rebuild_each_others_objects(t
     assert other.returncode == 0, other.stderr[-3000:]
     proc = make(root, bins, dry=True)
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+
+
+
+def test_a_plugin_is_rebuilt_when_its_flags_change(tmp_path: Path) -> None:
+    """The plugins' command (PLUGIN_FLAGS, the VL rule of analysis/core/config.py) was a param
+    computed from the output path, which Snakemake does not record: a changed flag left the old
+    plugin in place. Every build command is now a file the job runs, rewritten when the command
+    changes. The flag change here is made in the Snakemake process itself, as an edit of
+    analysis/stages/build.py would."""
+    root = own_tree(tmp_path / "own")
+    plugin = build.plugin_path(root / "build", "inscount")
+    assert make(root, [plugin]).returncode == 0
+    before = plugin.stat().st_mtime_ns
+    args = [str(plugin), "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO), "--cores", "1",
+            "--config", f"sweep={root / 'sweep.yaml'}", f"build_dir={root / 'build'}", f"results_dir={root / 'results'}"]
+    probe = ("import runpy, sys\n"
+             f"sys.path.insert(0, {str(REPO)!r})\n"
+             "from analysis.stages import build\n"
+             "build.PLUGIN_FLAGS += ('-DHARNESS_NEW_FLAG',)\n"
+             f"sys.argv = ['snakemake', *{args!r}]\n"
+             "runpy.run_module('snakemake', run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert plugin.stat().st_mtime_ns != before, "plugin not rebuilt after its flags changed"
+    assert "-DHARNESS_NEW_FLAG" in (root / "build" / "logs" / "plugin-inscount.log").read_text() + \
+        (root / "build" / "cmds" / "plugin" / "inscount" / "command.sh").read_text()
+    # Back to the flags of the code: rebuilt once more, then nothing to do.
+    assert make(root, [plugin]).returncode == 0 and plugin.stat().st_mtime_ns != before
+    dry = make(root, [plugin], dry=True)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
