@@ -144,3 +144,21 @@ def test_a_rerun_with_nothing_to_do_does_not_load_pandas(tmp_path: Path) -> None
     with_params = [p.name for p in [REPO / "Snakefile", *(REPO / "rules").glob("*.smk")]
                    if re.search(r"^\s+params:", p.read_text(), re.M)]
     assert with_params == []
+
+
+def test_every_build_job_runs_before_the_count_jobs(tmp_path: Path) -> None:
+    """Snakemake's greedy scheduler prefers the ready jobs with the largest inputs: a count job
+    (a static binary and its plan) beat every compile, so the binaries of the longest count jobs
+    were built last and their jobs ran alone at the end (the full matrix's last VLA job, 2,048
+    runs, started after two minutes). The build rules have a higher priority (rules/build.smk).
+    One core: the order in which jobs start is the scheduler's choice alone."""
+    results, build = tmp_path / "results", tmp_path / "build"
+    targets = [str(results / "raw" / "qemu" / "gcc" / b / "max" / "copy-c_vec.json") for b in ("vla", "vls512")]
+    cmd = [str(Path(sys.executable).parent / "snakemake"), *targets, "--snakefile", str(REPO / "Snakefile"),
+           "--directory", str(REPO), "--cores", "1", "--scheduler", "greedy",
+           "--config", f"sweep={TINY}", f"build_dir={build}", f"results_dir={results}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    started = re.findall(r"^(?:local)?rule (\w+):", proc.stderr, re.M)
+    counts = [i for i, r in enumerate(started) if r == "count_qemu"]
+    assert len(counts) == 2 and counts[0] == len(started) - 2, started
