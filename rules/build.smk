@@ -35,9 +35,9 @@ def _command(rule_name, make):
 
 # Build jobs go first (priority 1, the other rules 0). Among ready jobs Snakemake's greedy scheduler
 # prefers those with the largest inputs, which put every count job (a static binary, its plan)
-# before every compile: the full matrix built its last VLA binary after 2 minutes and counted its
-# 2,048 runs alone on one core at the end. With the build done first, the longest count jobs start
-# first and the short ones fill in beside them.
+# before every compile: in the full matrix the last VLA job (2,048 runs) could start only at 162 s
+# of 259 s and ran alone on one core at the end. With the build done first, the longest count jobs
+# start first and the short ones fill in beside them.
 BUILD_PRIORITY = 1
 
 
@@ -154,10 +154,7 @@ rule extra_object:
         hdr=lambda wc: _headers(B.extra_source(TABLE, wc.stem)),
         gen=f"{BUILD}/gen/reduce_matrix.h",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
-        cmd=_command("extra_object", lambda wc: _cmd(
-            B.compile_cmd(SWEEP.build_dir, wc.compiler, wc.build, B.extra_source(TABLE, wc.stem),
-                          B.obj_dir(SWEEP.build_dir, wc.compiler, wc.build) / "extra" / f"{wc.stem}.o", B.mpi.compile_flags())
-        )),
+        cmd=_command("extra_object", lambda wc: _cmd(B.extra_compile_cmd(SWEEP.build_dir, TABLE, wc.compiler, wc.build, wc.stem))),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/obj/extra/{{stem}}.o",
     log:
@@ -194,8 +191,7 @@ rule roi_object:
         src=lambda wc: str(B.roi_source(wc.backend).relative_to(B.REPO)),
         inc="kernels/roi/roi_slot.inc",
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
-        cmd=_command("roi_object", lambda wc: _cmd(B.compile_cmd(SWEEP.build_dir, wc.compiler, "vla", B.roi_source(wc.backend),
-                                                                 B.roi_object(SWEEP.build_dir, wc.compiler, wc.backend)))),
+        cmd=_command("roi_object", lambda wc: _cmd(B.roi_compile_cmd(SWEEP.build_dir, wc.compiler, wc.backend))),
     output:
         f"{BUILD}/{{compiler}}/roi/roi_{{backend}}.o",
     log:
@@ -211,8 +207,7 @@ rule roi_perf_object:
         src="kernels/roi/roi_perf.c",
         hdr="kernels/include/harness.h",
         cc=stamp("compiler.native"),
-        cmd=_command("roi_perf_object", lambda wc: _cmd(B.compile_cmd(SWEEP.build_dir, "native", wc.build, B.roi_source("perf"),
-                                                                      B.roi_object(SWEEP.build_dir, "native", "perf", wc.build)))),
+        cmd=_command("roi_perf_object", lambda wc: _cmd(B.roi_compile_cmd(SWEEP.build_dir, "native", "perf", wc.build))),
     output:
         f"{BUILD}/native/{{build}}/obj/roi_perf.o",
     log:

@@ -106,7 +106,6 @@ def test_two_sweeps_with_other_build_groups_do_not_rebuild_each_others_objects(t
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-2000:]
 
 
-
 def test_a_plugin_is_rebuilt_when_its_flags_change(tmp_path: Path) -> None:
     """The plugins' command (PLUGIN_FLAGS, the VL rule of analysis/core/config.py) was a param
     computed from the output path, which Snakemake does not record: a changed flag left the old
@@ -134,3 +133,28 @@ def test_a_plugin_is_rebuilt_when_its_flags_change(tmp_path: Path) -> None:
     assert make(root, [plugin]).returncode == 0 and plugin.stat().st_mtime_ns != before
     dry = make(root, [plugin], dry=True)
     assert "Nothing to be done" in dry.stdout + dry.stderr
+
+
+def test_the_reported_commands_are_the_commands_the_jobs_run(tmp_path: Path) -> None:
+    """Provenance and `explain` show build.binary_commands; the jobs run their command files.
+    A dry run writes the command files of every job a binary needs: each reported line is one."""
+    root = own_tree(tmp_path / "own")
+    target = build.binary_path(root / "build", "gcc", "vls256", "qemu", "scale-acle")
+    assert make(root, [target], dry=True).returncode == 0
+    run = [f.read_text() for f in (root / "build" / "cmds").rglob("command.sh")]
+    from analysis.core import config
+    reported = build.binary_commands(config.load(root / "sweep.yaml"), "gcc", "vls256", "qemu", "scale", "acle")
+    assert len(reported) == 4 and all(any(line in text for text in run) for line in reported), (reported, run)
+
+
+def test_the_mpi_session_object_is_reported_without_the_familys_flags() -> None:
+    """One session object serves every MPI family (rules/build.smk: extra_object); provenance
+    reported it compiled with the family's flags (mpi_reduce's -Dreduce_kernels=...), which it
+    never was."""
+    from analysis.core import config
+    sweep = config.load(REPO / "configs" / "mpi.yaml")
+    rows = [r for r in sweep.table.rows if sweep.table.families[r.family].mpi]
+    assert {r.family for r in rows} >= {"mpi_vector", "mpi_reduce"}
+    for r in rows:
+        session = [c for c in build.binary_commands(sweep, "gcc", "vla", "qemu", r.kernel, r.variant) if "session.c" in c]
+        assert len(session) == 1 and "-Dreduce_kernels" not in session[0], (r.name, session)

@@ -150,6 +150,19 @@ def harness_compile_cmd(build_dir: Path, compiler: str, build: str) -> list[str]
     return compile_cmd(build_dir, compiler, build, HARNESS_SOURCE, obj_dir(build_dir, compiler, build) / "harness.o")
 
 
+def extra_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, stem: str) -> list[str]:
+    """One object per extra source for every family that links it (the MPI session serves both
+    MPI libraries): the family's own flags are not in it."""
+    return compile_cmd(build_dir, compiler, build, extra_source(table, stem),
+                       obj_dir(build_dir, compiler, build) / "extra" / f"{stem}.o", mpi.compile_flags())
+
+
+def roi_compile_cmd(build_dir: Path, compiler: str, backend: str, build: str = "vla") -> list[str]:
+    """The marker object's command (roi_object: built with the VLA flags unless per build)."""
+    return compile_cmd(build_dir, compiler, build if marker_per_build(backend) else "vla", roi_source(backend),
+                       roi_object(build_dir, compiler, backend, build))
+
+
 def binary_link_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, backend: str, kernel: str,
                     variant: str) -> list[str]:
     row = table.row(kernel, variant)
@@ -169,11 +182,10 @@ def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kerne
     fam = table.families[row.family]
     lines = [driver_compile_cmd(bd, table, compiler, build, row.family)] if fam.driver else []
     lines += [kernel_compile_cmd(bd, table, compiler, build, kernel, variant)]
-    lines += [compile_cmd(bd, compiler, build, src, objs[f"extra:{src.stem}"], family_flags(table, row.family))
-              for src in extra_sources(table, kernel, variant)]
+    lines += [extra_compile_cmd(bd, table, compiler, build, src.stem) for src in extra_sources(table, kernel, variant)]
     lines += [
         harness_compile_cmd(bd, compiler, build),
-        compile_cmd(bd, compiler, build if marker_per_build(backend) else "vla", roi_source(backend), roi),
+        roi_compile_cmd(bd, compiler, backend, build),
         binary_link_cmd(bd, table, compiler, build, backend, kernel, variant),
     ]
     return [shlex.join(c) for c in lines]
