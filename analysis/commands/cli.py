@@ -9,14 +9,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from analysis.backends import RunError, clean_stale_stages, perf, qemu, registry
-from analysis.commands import guard, regress, report, slurm
+from analysis.commands import guard, keep, regress, report, slurm
 from analysis.commands.guard import snakemake_cmd
-from analysis.core import config, mpi, toolchain
+from analysis.core import config, mpi, table, toolchain
 from analysis.stages import build, explain
 
 REPO = config.REPO
@@ -55,46 +56,62 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     sweep = validate(ns.config, overrides)
     jobs = sweep.jobs()
     runs = sum(len(j.runs) for j in jobs)
-    print(f"sweep {ns.config}: {len(jobs)} count jobs, {runs} runs, results in {sweep.results_dir}", flush=True)
-    say_perf_plan(sweep)
-    before = snakemake_logs()
+    if WRITES_NOTHING & set(ns.snakemake_args):  # a dry run or an unlock: nothing to guard
+        return run_snakemake(ns, sweep, overrides, on_slurm)
+    lock = keep.ResultsLock(sweep.results_dir)
+    took_over = lock.acquire(f"./harness sweep --config {ns.config}")
     try:
-        if on_slurm:
-            # The Slurm path reads Snakemake's own record of a failed job to name the cell and
-            # the Slurm reason, so it keeps Snakemake's plain output.
-            rc = slurm.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args, slurm=True), on_slurm)
-        else:
-            # Targets first: Snakemake 9's --logger takes several names and would read a target after it as one.
-            rc = guard.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args + logger_args(ns.verbose)),
-                           env=snakemake_env())
-    except guard.Interrupted:
-        mark_stale(sweep, ns.snakemake_args)
-        raise
+        if took_over:
+            print(took_over, file=sys.stderr, flush=True)
+        for line in keep.set_aside_edited(sweep.results_dir):
+            print(line, file=sys.stderr, flush=True)
+        print(f"sweep {ns.config}: {len(jobs)} count jobs, {runs} runs, results in {sweep.results_dir}", flush=True)
+        say_perf_plan(sweep)
+        kept = keep.snapshot(sweep.results_dir)
+        try:
+            rc = run_snakemake(ns, sweep, overrides, on_slurm)
+            if rc == 0:
+                page = report.write(sweep)
+                keep.record_good(sweep.results_dir, str(ns.config), kept)
+                print(f"report: {page}", flush=True)
+        except guard.Interrupted as e:
+            raise guard.Interrupted(e.signum, keep.after_failure(sweep.results_dir, kept) or "") from None
+        except BaseException:
+            say(keep.after_failure(sweep.results_dir, kept))
+            raise
+        if rc != 0:
+            say(keep.after_failure(sweep.results_dir, kept))
     finally:
-        kept = keep_full_log(before, sweep.results_dir)
-        if kept:
-            print(f"full log: {kept}", flush=True)
-    if rc != 0:
-        mark_stale(sweep, ns.snakemake_args)
-    if rc == 0 and not WRITES_NOTHING & set(ns.snakemake_args):
-        print(f"report: {report.write(sweep)}", flush=True)
+        lock.release()
     if rc == 0 and not mpi.needs_mpi(sweep):
         print(MPI_HINT, flush=True)
     return rc
 
 
-# Snakemake runs that write nothing: no stale marking, no report.
-WRITES_NOTHING = {"--unlock", "--dry-run", "-n"}
+def run_snakemake(ns: argparse.Namespace, sweep: config.Sweep, overrides: dict[str, str],
+                  on_slurm: slurm.Plan | None) -> int:
+    before = snakemake_logs()
+    try:
+        if on_slurm:
+            # The Slurm path reads Snakemake's own record of a failed job to name the cell and
+            # the Slurm reason, so it keeps Snakemake's plain output.
+            return slurm.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args, slurm=True), on_slurm)
+        # Targets first: Snakemake 9's --logger takes several names and would read a target after it as one.
+        return guard.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args + logger_args(ns.verbose)),
+                         env=snakemake_env())
+    finally:
+        kept = keep_full_log(before, sweep.results_dir)
+        if kept:
+            print(f"full log: {kept}", flush=True)
 
 
-def mark_stale(sweep: config.Sweep, snakemake_args: list[str]) -> None:
-    """After a failed or interrupted sweep, no table or figure of it may look current (a run
-    that only unlocks or plans has written nothing)."""
-    if WRITES_NOTHING & set(snakemake_args):
-        return
-    line = guard.mark_stale(sweep.results_dir)
+def say(line: str | None) -> None:
     if line:
         print(line, file=sys.stderr, flush=True)
+
+
+# Snakemake runs that write nothing: no lock, no kept set, no report.
+WRITES_NOTHING = {"--unlock", "--dry-run", "-n"}
 
 
 # Our logger plugin (the rich plugin plus steps done of total and time left) lives here.
@@ -142,7 +159,15 @@ def say_perf_plan(sweep: config.Sweep) -> None:
 
 def cmd_report(ns: argparse.Namespace) -> int:
     """results/report.html from what the last sweep of this configuration left in its results."""
-    print(f"report: {report.write(config.load(ns.config, config.parse_overrides(ns.set)))}")
+    sweep = config.load(ns.config, config.parse_overrides(ns.set))
+    lock = keep.ResultsLock(sweep.results_dir)
+    say(lock.acquire(f"./harness report --config {ns.config}"))
+    try:
+        page = report.write(sweep)
+        keep.update_good(sweep.results_dir, report.NAME)  # written from the good set: it belongs to it
+    finally:
+        lock.release()
+    print(f"report: {page}")
     return 0
 
 
@@ -311,14 +336,24 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(ns, "cores", 1) < 1:  # 0 makes Snakemake wait forever
             raise config.ConfigError(f"--cores {ns.cores}: give a whole number of cores >= 1")
         if ns.cmd in LOCKING and "--unlock" not in (getattr(ns, "snakemake_args", None) or []):
-            guard.check_lock()
+            say(guard.check_lock())
         return ns.func(ns)
-    except (config.ConfigError, toolchain.ToolchainError, RunError, guard.LockError) as e:
+    except (config.ConfigError, toolchain.ToolchainError, RunError, guard.LockError, keep.LockError,
+            table.TableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (KeyboardInterrupt, guard.Interrupted):
-        print(f"interrupted: ./harness {ns.cmd} stopped; run it again to resume (finished steps are kept)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:
+        return stopped(ns.cmd, guard.Interrupted())
+    except guard.Interrupted as e:
+        return stopped(ns.cmd, e)
+
+
+def stopped(cmd: str, e: guard.Interrupted) -> int:
+    """One line for a command stopped by a signal; the exit status says which (128 + its number)."""
+    detail = f"; {e.detail}" if e.detail else ""
+    print(f"interrupted: ./harness {cmd} stopped by {signal.Signals(e.signum).name}{detail}; run it again to resume "
+          "(finished steps are kept)", file=sys.stderr)
+    return 128 + e.signum
 
 
 if __name__ == "__main__":

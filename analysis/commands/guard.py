@@ -1,30 +1,36 @@
-"""What every command checks around a Snakemake run: a lock left by a killed run, Ctrl-C, and
-the tables and figures a failed sweep leaves behind.
+"""What every command checks around a Snakemake run: a lock left by a killed run, and a stop
+by Ctrl-C, SIGTERM or SIGHUP.
 
-- A killed Snakemake leaves its lock in `<repo>/.snakemake/locks`; the next run would stop
-  with Snakemake's LockException (or, for `count` and `regress`, print nothing useful). A
-  lock with no Snakemake running in the tree is stale: every command reports it in one line
-  naming `./harness unlock`, before any work.
-- Ctrl-C: Snakemake receives the same SIGINT and stops its jobs; the command waits for it to
-  finish (so its lock is released) and ends with one line.
-- A failed or interrupted sweep moves the tables and figures of its results directory to
-  `<results>/stale/`, so nothing out of date is left looking current.
+- A killed Snakemake leaves its lock in `<repo>/.snakemake/locks`, which would stop the next
+  run with Snakemake's LockException (or, for `count` and `regress`, print nothing useful). A
+  lock with no Snakemake running in the tree is stale: the next command removes it with one
+  line and goes on, so the killed command resumes as it is run again.
+- Snakemake runs in a process group of its own, so a signal from the terminal (Ctrl-C, a
+  closed terminal's SIGHUP) or `kill` reaches the command alone; it hands Snakemake's group a
+  SIGINT, as a terminal's Ctrl-C would (the jobs stop and remove their staging, Snakemake
+  releases its lock), waits for it, and raises Interrupted. Should the command itself be
+  killed (SIGKILL), the kernel hands Snakemake a SIGINT (PR_SET_PDEATHSIG): it starts no new
+  job and exits when its running ones end (each has its time limit), so nothing runs on
+  unwatched for long. What a stopped sweep leaves in its results folder is
+  analysis.commands.keep's.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable, Iterator
+from contextlib import contextmanager
 
+from analysis.commands import keep
 from analysis.core.config import REPO
 
 LOCK_DIR = REPO / ".snakemake" / "locks"
-# Derived outputs of a sweep (tables, figures, summaries); raw counts, logs and golden files stay.
-DERIVED = ["counts.csv", "provenance.csv", "summary.md", "perf.csv", "perf_summary.md", "drift.csv", "drift.png",
-           "figures", "explain", "report.html"]
-STALE_DIR = "stale"
 
 
 def pythonpath_env(first: Path) -> dict[str, str]:
@@ -57,7 +63,12 @@ class LockError(Exception):
 
 
 class Interrupted(Exception):
-    """Ctrl-C: the workflow was stopped; one line says how to resume."""
+    """Ctrl-C, SIGTERM or SIGHUP: the workflow was stopped; one line says how to resume."""
+
+    def __init__(self, signum: int = signal.SIGINT, detail: str = "") -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.detail = detail
 
 
 def snakemake_running(root: Path = REPO) -> list[int]:
@@ -91,12 +102,16 @@ def failure_tail(proc: subprocess.CompletedProcess, lines: int = 15) -> list[str
     return [f"snakemake exited with {proc.returncode}"]
 
 
-def check_lock(root: Path = REPO) -> None:
-    """Refuse to start when a Snakemake lock is left with no Snakemake running in the tree."""
+def check_lock(root: Path = REPO) -> str | None:
+    """Remove a Snakemake lock that no running Snakemake holds (a killed run's); returns the line
+    that says so."""
     locks = sorted((root / ".snakemake" / "locks").glob("*.lock"))
-    if locks and not snakemake_running(root):
-        raise LockError(f"a killed sweep left its Snakemake lock in {locks[0].parent}: clear it with ./harness unlock, "
-                        "then run the command again (finished results are kept)")
+    if not locks or snakemake_running(root):
+        return None
+    for lock in locks:
+        lock.unlink(missing_ok=True)
+    return (f"took over the Snakemake lock a stopped run left in {locks[0].parent} (no Snakemake runs in {root}); "
+            "finished steps are kept")
 
 
 def unlock(root: Path = REPO) -> str:
@@ -110,32 +125,85 @@ def unlock(root: Path = REPO) -> str:
     return f"unlock: removed {len(locks)} stale lock files from {root / '.snakemake' / 'locks'}" if locks else "unlock: no lock to remove"
 
 
-def run(cmd: list[str], **kwargs: object) -> int:
-    """Run Snakemake in the foreground. On Ctrl-C it got the same SIGINT: wait until it has
-    stopped its jobs and released its lock, then raise Interrupted (a second Ctrl-C
-    terminates it)."""
-    proc = subprocess.Popen(cmd, **kwargs)
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:
+# Signals that stop a command; each is handed to Snakemake as the SIGINT it stops cleanly on.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# How long Snakemake may take to stop its jobs after the SIGINT before its whole process group
+# is terminated, then killed (its jobs' own clean-up takes well under a second).
+STOP_GRACE_SECONDS = 60
+
+
+@contextmanager
+def forwarded_signals(proc: subprocess.Popen) -> Iterator[list[int]]:
+    """While Snakemake runs: each stop signal is noted and handed to its process group as SIGINT
+    (a second one terminates the group); yields the signals caught."""
+    caught: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        caught.append(signum)
         try:
-            proc.wait()
-        except KeyboardInterrupt:
-            proc.terminate()
-            proc.wait()
-        raise Interrupted() from None
+            if len(caught) == 1:
+                # To the whole group, as Ctrl-C on a terminal: Snakemake's local executor waits
+                # for its running jobs, which stop on their own SIGINT.
+                os.killpg(proc.pid, signal.SIGINT)
+            else:
+                os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    old = {s: signal.signal(s, forward) for s in STOP_SIGNALS}
+    try:
+        yield caught
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _stop_with_parent(parent: int) -> Callable[[], None]:
+    """What the child runs before exec: a SIGINT when the command dies, whatever kills it."""
+    def arm() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT)
+        if os.getppid() != parent:  # it died before the request took effect
+            os.kill(os.getpid(), signal.SIGINT)
+    return arm
+
+
+def run(cmd: list[str], **kwargs: object) -> int:
+    """Run Snakemake in the foreground, in a process group of its own. On a stop signal it gets
+    a SIGINT: wait until it has stopped its jobs and released its lock (at most
+    STOP_GRACE_SECONDS, then its group is ended), then raise Interrupted."""
+    proc = subprocess.Popen(cmd, process_group=0, preexec_fn=_stop_with_parent(os.getpid()), **kwargs)
+    with forwarded_signals(proc) as caught:
+        deadline = None
+        while True:
+            try:
+                rc = proc.wait(timeout=1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if caught and deadline is None:
+                deadline = time.monotonic() + STOP_GRACE_SECONDS
+            if deadline is not None and time.monotonic() > deadline:
+                end_group(proc)
+    if caught:
+        end_group(proc)  # anything its jobs left running in the group
+        raise Interrupted(caught[0])
+    return rc
+
+
+def end_group(proc: subprocess.Popen) -> None:
+    """Terminate, then kill, what is left of a process group."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
 
 
 def mark_stale(results_dir: Path) -> str | None:
-    """Move the tables and figures of a results directory whose sweep failed to
-    `<results>/stale/` (replacing an older stale set); returns the line that says so."""
-    present = [results_dir / n for n in DERIVED if (results_dir / n).exists()]
-    if not present:
-        return None
-    stale = results_dir / STALE_DIR
-    shutil.rmtree(stale, ignore_errors=True)
-    stale.mkdir(parents=True)
-    for p in present:
-        p.rename(stale / p.name)
-    return (f"the sweep did not finish: its tables and figures no longer match {results_dir}; moved "
-            f"{len(present)} of them to {stale} (a complete run writes them anew)")
+    """A failed run's tables and figures leave the folder (they are moved to `failed/`), so
+    nothing out of date looks current; returns the line that says so."""
+    return keep.after_failure(results_dir, None)

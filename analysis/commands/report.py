@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import pandas as pd
 from markdown_it import MarkdownIt
 
-from analysis.core import config
+from analysis.core import config, table
 from analysis.stages.plot import METRIC
 
 NAME = "report.html"
@@ -117,13 +116,15 @@ def build(sweep: config.Sweep) -> str:
     summary_md = res / "summary.md"
     if not summary_md.exists() and not (res / "perf_summary.md").exists():
         raise config.ConfigError(f"no results in {res} (no summary.md): run ./harness sweep --config {sweep.path} first")
+    for name in table.CHECKED_TABLES:  # the page shows what they say: never an edited or truncated one
+        table.verify(res / name)
     summary = EXPLAIN_LINK.sub(r'href="#explain-\1"', markdown(summary_md.read_text())) if summary_md.exists() else ""
     slugs = EXPLAIN_LINK.findall(markdown(summary_md.read_text())) if summary_md.exists() else []
     explained = [(s, markdown((res / "explain" / f"{s}.md").read_text())) for s in slugs
                  if (res / "explain" / f"{s}.md").exists()]
     perf_md = res / "perf_summary.md"
     prov = res / "provenance.csv"
-    provenance = (pd.read_csv(prov, keep_default_na=False).to_html(index=False, border=0, escape=True)
+    provenance = (table.read_provenance(prov).to_html(index=False, border=0, escape=True)
                   if prov.exists() else "<p>No provenance table.</p>")
     files = [(name, text) for name, text in (
         ("counts.csv", "every count, one value per row"), ("provenance.csv", "one row per run"),
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     try:
         print(f"report: {write(config.load_from_args(ns))}")
-    except config.ConfigError as e:
+    except (config.ConfigError, table.TableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -2,10 +2,13 @@
 `perf.csv` (statistics over processes per key): schema, writer, reader.
 
 The writer refuses duplicate keys and writes atomically (temporary file, then rename), so a
-failed run never leaves a table that a later step reads as complete.
+failed run never leaves a table that a later step reads as complete. Beside each table it writes
+`<table>.sha256` (the format of `sha256sum -c`), and the reader refuses a table that no longer
+matches it: an edited or truncated table is never plotted, reported or explained.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -21,15 +24,56 @@ STATS_COLUMNS = KEY + ["status", "unit", "n", "mean", "std", "min", "max", "runn
 STATS = ("n", "mean", "std", "min", "max", "running_pct")
 
 
+# The derived tables whose checksum is written with them and checked on every read (golden
+# files carry their own fingerprint instead: analysis.commands.regress).
+CHECKED_TABLES = ("counts.csv", "provenance.csv", "perf.csv")
+CHECKSUM_SUFFIX = ".sha256"
+
+
 class TableError(Exception):
     pass
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + CHECKSUM_SUFFIX)
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     df.to_csv(tmp, index=False)
-    tmp.replace(path)
+    if path.name in CHECKED_TABLES:
+        side = checksum_path(path)
+        side_tmp = side.with_name(f".{side.name}.tmp{os.getpid()}")
+        side_tmp.write_text(f"{sha256_file(tmp)}  {path.name}\n")
+        # The table first: a stop between the two renames leaves a mismatch, which is rebuilt.
+        tmp.replace(path)
+        side_tmp.replace(side)
+    else:
+        tmp.replace(path)
+
+
+def verify(path: Path) -> None:
+    """Raise TableError (one line naming the file) unless `path` is what the harness wrote."""
+    if path.name not in CHECKED_TABLES or not path.exists():  # a missing table is the reader's FileNotFoundError
+        return
+    side = checksum_path(path)
+    try:
+        want = side.read_text().split()[0]
+    except (OSError, IndexError):
+        raise TableError(f"{path} has no checksum file {side.name} (written by hand or by an older harness): "
+                         "rebuild it with ./harness sweep") from None
+    if sha256_file(path) != want:
+        raise TableError(f"{path} was changed after the harness wrote it (edited or truncated: its checksum differs "
+                         f"from {side.name}): rebuild it with ./harness sweep") from None
 
 
 def check_unique(df: pd.DataFrame, key: list[str], what: str) -> None:
@@ -53,6 +97,7 @@ def write_provenance(df: pd.DataFrame, path: Path) -> None:
 
 
 def read_counts(path: Path) -> pd.DataFrame:
+    verify(path)
     # op "-" and dtype names must stay strings, not NaN.
     return pd.read_csv(path, dtype={"op": str, "dtype": str}, keep_default_na=False)
 

@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as e:
         print(f"error: {e.filename} does not exist: run ./harness sweep --config {ns.sweep} first", file=sys.stderr)
         return 2
-    except config.ConfigError as e:
+    except (config.ConfigError, table.TableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(text, end="")
