@@ -187,3 +187,128 @@ def test_size_the_binaries_refuse_fails_validate(tmp_path: Path, harness) -> Non
     one_line_error(validate(tmp_path, {"sizes": {"copy": [10**20], "vector": [65536]}}, harness),
                    "size 100000000000000000000", "at most 999999999999")
     one_line_error(validate(tmp_path, {"sizes": {"copy": [600_000_000_000], "vector": [65536]}}, harness), "twice the size")
+
+
+# --- issue 27: bad input that was a traceback or a wrong run -----------------------------------
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("changes, needles", [
+    # A float where an integer belongs: 128.0 passed the schema and failed inside a count job.
+    ({"vector_lengths": [128.0]}, ["vector_lengths/0: 128.0 is not a whole number", "write 128"]),
+    ({"vls_vector_lengths": [512.0]}, ["vls_vector_lengths/0: 512.0 is not a whole number"]),
+    ({"checks": [{**BASE["checks"][0], "vl": 128.0}]}, ["checks/0/vl: 128.0 is not a whole number"]),
+    ({"checks": [{**BASE["checks"][0], "figure": 2.0}]}, ["checks/0/figure: 2.0 is not a whole number"]),
+    # nan compares false with every limit (.nan disabled the time limit); inf overflowed.
+    ({"time_limit": {"base_seconds": NAN}}, ["time_limit/base_seconds: nan is not a finite number"]),
+    ({"time_limit": {"base_seconds": INF}}, ["time_limit/base_seconds: inf is not a finite number"]),
+    ({"time_limit": {"seconds_per_mib": -INF}}, ["time_limit/seconds_per_mib: -inf is not a finite number"]),
+    ({"kernels": [{"kernel": "copy", "time_limit": INF}, {"kernel": "pack"}]},
+     ["kernels/0/time_limit: inf is not a finite number"]),
+    ({"checks": [{**BASE["checks"][0], "tolerance": NAN}]}, ["checks/0/tolerance: nan is not a finite number"]),
+    ({"checks": [{**BASE["checks"][0], "target": INF}]}, ["checks/0/target: inf is not a finite number"]),
+])
+def test_float_for_an_integer_and_nan_or_inf_for_a_number_are_refused(tmp_path: Path, changes: dict,
+                                                                       needles: list[str], harness) -> None:
+    one_line_error(validate(tmp_path, changes, harness), *needles)
+
+
+def test_nan_in_the_kernel_table_is_refused(tmp_path: Path, harness) -> None:
+    """The same rule in every schema: the kernel table's numbers too."""
+    table = yaml.safe_load((REPO / "configs" / "kernels.yaml").read_text())
+    table["families"]["copy"]["traffic"]["read"] = NAN
+    (tmp_path / "kernels.yaml").write_text(yaml.safe_dump(table))
+    src = {r["source"] for r in table["kernels"]}
+    for s in src:  # the table names its sources relative to itself when it is not the repository's
+        (tmp_path / s).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / s).symlink_to(REPO / s)
+    for fam in table["families"].values():
+        if "driver" in fam and not (tmp_path / fam["driver"]).exists():
+            (tmp_path / fam["driver"]).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / fam["driver"]).symlink_to(REPO / fam["driver"])
+    one_line_error(validate(tmp_path, {"kernel_table": str(tmp_path / "kernels.yaml")}, harness),
+                   "families/copy/traffic/read: nan is not a finite number")
+
+
+@pytest.mark.parametrize("key", ["results_dir", "build_dir"])
+def test_empty_results_or_build_dir_is_refused(tmp_path: Path, key: str, harness) -> None:
+    """`--set results_dir=` resolved to the repository root, which got logs/ and raw/."""
+    before = sorted(p.name for p in REPO.iterdir())
+    one_line_error(harness("validate", "--config", "configs/tiny.yaml", "--set", f"{key}="), f"{key} is empty",
+                   f"--set {key}=DIR")
+    one_line_error(harness("sweep", "--config", "configs/tiny.yaml", "--set", f"{key}="), f"{key} is empty")
+    assert sorted(p.name for p in REPO.iterdir()) == before
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path):
+    """A directory nobody may write: mode 555 for a user; for root (whom modes do not bind) a
+    read-only tmpfs, or a skip where mounting is not allowed."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    if os.geteuid() != 0:
+        d.chmod(0o555)
+        yield d
+        d.chmod(0o755)
+        return
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(d)], capture_output=True).returncode:
+        pytest.skip("root cannot mount a read-only tmpfs here")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], check=True)
+
+
+@pytest.mark.parametrize("command", [
+    ["validate", "--config", "configs/tiny.yaml"],
+    ["sweep", "--config", "configs/tiny.yaml"],
+    ["count", "copy", "acle_4v", "--vl", "128", "--size", "4096", "--config", "configs/tiny.yaml"],
+])
+@pytest.mark.parametrize("sub", ["", "results"])
+def test_read_only_results_folder_is_named_before_any_job(tmp_path: Path, read_only_dir: Path, command: list[str],
+                                                          sub: str, harness) -> None:
+    results = read_only_dir / sub if sub else read_only_dir
+    proc = harness(*command, "--set", f"results_dir={results}", "--set", f"build_dir={tmp_path / 'build'}")
+    one_line_error(proc, f"results_dir {results}", f"{read_only_dir} is read-only", "--set results_dir=DIR")
+    assert not (tmp_path / "build").exists()
+
+
+def test_dangling_symlink_results_folder_is_named_before_any_job(tmp_path: Path, harness) -> None:
+    link = tmp_path / "results"
+    link.symlink_to(tmp_path / "gone")
+    for command in (["validate"], ["sweep"], ["count", "copy", "acle_4v", "--vl", "128", "--size", "4096"]):
+        proc = harness(*command, "--config", "configs/tiny.yaml", "--set", f"results_dir={link}",
+                       "--set", f"build_dir={tmp_path / 'build'}")
+        one_line_error(proc, f"results_dir {link}", "symbolic link", str(tmp_path / "gone"), "does not exist")
+        # The results inside it too (results_dir=link/sub).
+        proc = harness(*command, "--config", "configs/tiny.yaml", "--set", f"results_dir={link / 'sub'}",
+                       "--set", f"build_dir={tmp_path / 'build'}")
+        one_line_error(proc, "symbolic link", "does not exist")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+
+
+def test_size_above_this_machines_memory_is_refused(tmp_path: Path, harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """999999999999 bytes, the binaries' largest size: the run's time limit (60 s per MiB) overflowed
+    poll() (OverflowError) and its 2 TB of buffers cannot be allocated. Refused in one line where
+    a run's buffers exceed the machine's memory, by validate and by count."""
+    one_line_error(validate(tmp_path, {"sizes": {"copy": [999999999999], "vector": [65536]},
+                                       "linearity_check": False}, harness),
+                   "sizes/copy: size 999999999999 is too large for this machine", "GiB of memory", "smaller size")
+    one_line_error(harness("count", "copy", "acle_4v", "--vl", "128", "--size", "999999999999",
+                           "--set", f"build_dir={tmp_path / 'build'}", "--set", f"results_dir={tmp_path / 'results'}"),
+                   "--size 999999999999 is too large for this machine")
+    assert not (tmp_path / "build").exists()
+    # The bound is the machine's memory and the family's buffers (copy: read + written = 2 x size).
+    from analysis.core import config
+    monkeypatch.setattr(config, "memory_bytes", lambda: 1 << 30)
+    assert validate(tmp_path, {"sizes": {"copy": [1 << 28], "vector": [65536]}}, harness).returncode == 0
+    one_line_error(validate(tmp_path, {"sizes": {"copy": [1 << 29], "vector": [65536]}}, harness),
+                   "size 536870912 is too large", "2.0 GiB", "1.0 GiB", "twice the size")
+
+
+def test_a_time_limit_beyond_poll_range_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A limit of months (a huge size's 60 s per MiB) raised OverflowError in poll()."""
+    from analysis.backends import run_limited
+    proc = run_limited(["true"], 1e12, "cell")
+    assert proc.returncode == 0

@@ -26,6 +26,7 @@ MPI_HINT = ("Open MPI figures (paper Fig. 9, 10): ./harness sweep --config confi
 
 def validate(sweep_path: str, overrides: dict[str, str]) -> config.Sweep:
     sweep = config.load(sweep_path, overrides)
+    config.check_writable(sweep)
     registry.preflight(sweep)
     unbuilt = mpi.unbuilt(sweep)
     if unbuilt:  # Open MPI 5 is built on request only: its rows skip, in one line
@@ -157,6 +158,7 @@ def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
     """Validate a one-cell request (kernel, variant, build, VL, size, op, dtype) like a sweep."""
     overrides = config.parse_overrides(ns.set)
     sweep = config.load(ns.config, overrides)
+    config.check_writable(sweep)
     sel = config.selection(sweep.table, {
         "kernel": ns.kernel, "variants": [ns.variant],
         **({"ops": [ns.op]} if ns.op else {}), **({"dtypes": [ns.dtype]} if ns.dtype else {}),
@@ -178,6 +180,7 @@ def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
     if not 0 <= ns.size <= config.SIZE_MAX:
         raise config.ConfigError(f"--size {ns.size}: sizes are byte counts from 0 to {config.SIZE_MAX}")
     row = sweep.table.row(ns.kernel, ns.variant)
+    config.check_size_fits(sweep.table.families[row.family], ns.size, f"--size {ns.size}")
     op, dtype = sel["op_dtypes"][0]
     params = config.run_params(sweep.table, row, op, dtype)
     runs = tuple(config.Run(ns.vl, s, op, dtype, params, sve=row.sve) for s in sorted({0, ns.size}))

@@ -293,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             raise RegressError(f"--cores {ns.cores}: give a whole number of cores >= 1")
         guard.check_lock()
         reg = load(ns.config, config.parse_overrides(ns.set))
+        config.check_writable(reg.sweep)
         if ns.action == "bless":
             print(bless(reg, ns.cores))
             return 0
