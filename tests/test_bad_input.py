@@ -312,3 +312,103 @@ def test_a_time_limit_beyond_poll_range_waits(monkeypatch: pytest.MonkeyPatch) -
     from analysis.backends import run_limited
     proc = run_limited(["true"], 1e12, "cell")
     assert proc.returncode == 0
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path):
+    """A folder on a full filesystem: a 64 KiB tmpfs (root) filled to the last byte, or a skip
+    where mounting is not allowed."""
+    d = tmp_path / "full"
+    d.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(d)],
+                                           capture_output=True).returncode:
+        pytest.skip("no tmpfs can be mounted here (needs root)")
+    try:
+        with open(d / "filler", "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"x" * 4096)
+            except OSError:
+                pass
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], check=True)
+
+
+def test_full_disk_write_names_the_path_and_leaves_no_temp_file(full_disk: Path) -> None:
+    """Tables, raw counts, stamps and reports are written through files.write_atomic: on a full disk
+    one line names the path and "no space left", and the temporary file is gone."""
+    import pandas as pd
+
+    from analysis.backends import write_raw
+    from analysis.core import files, table
+
+    df = pd.DataFrame({"a": range(20000)})
+    with pytest.raises(files.WriteError, match=r"cannot write .*/full/t.csv: no space left on its device") as e:
+        table.write_csv(df, full_disk / "t.csv")
+    assert len(str(e.value).splitlines()) == 1 and not str(e.value).startswith("[Errno")
+    with pytest.raises(OSError, match="no space left"):  # an OSError: the stages' handlers report it
+        write_raw(full_disk / "raw" / "j.json", {"m": "x" * 100000}, [])
+    assert sorted(p.name for p in full_disk.rglob("*")) == ["filler", "raw"]
+
+
+def test_write_failure_removes_its_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same without a tmpfs: the writer raises ENOSPC midway (it left .t.csv.tmp<pid>)."""
+    import errno
+
+    import pandas as pd
+
+    from analysis.core import files, table
+
+    def enospc(self, path, **kw) -> None:
+        Path(path).write_text("half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", enospc)
+    with pytest.raises(files.WriteError, match=r"cannot write .*t.csv: no space left"):
+        table.write_csv(pd.DataFrame({"a": [1]}), tmp_path / "t.csv")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_log_on_a_full_disk_says_no_space(full_disk: Path, tmp_path: Path) -> None:
+    """A failed job's log on a full disk stays empty: the progress display said "(empty log)"."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "analysis" / "snakemake_plugins"))
+    from snakemake_logger_plugin_harness import last_line
+
+    (full_disk / "job.log").touch()
+    line = last_line([str(full_disk / "job.log")])
+    assert line.startswith("no space left on the device of") and str(full_disk) in line, line
+    (tmp_path / "job.log").touch()
+    assert last_line([str(tmp_path / "job.log")]) == "(empty log)"
+
+
+def test_kernel_exiting_0_without_its_ok_line_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It was reported as "exit status 0", as if 0 were the failure."""
+    from analysis.backends import RunError, qemu
+    from analysis.core import config
+
+    binary = tmp_path / "copy-acle_4v"
+    binary.write_bytes(b"")
+    monkeypatch.setattr(qemu, "run_cells", lambda cmd, *a, **k: subprocess.CompletedProcess(
+        cmd, 0, "batch of 1 runs\nsize=4096 done (no ok)\n", ""))
+    with pytest.raises(RunError) as e:
+        qemu.run_batch(binary, "max", [config.Run(128, 4096, "-", "uint8", ())], tmp_path)
+    msg = str(e.value)
+    assert "exit status 0" not in msg
+    assert "printed no `ok` line" in msg and "'size=4096 done (no ok)'" in msg, msg
+
+
+def test_explain_markdown_into_a_missing_folder_creates_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--markdown PATH whose folder does not exist was a FileNotFoundError traceback."""
+    from analysis.stages import explain
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(explain.table, "read_counts", lambda path: None)
+    monkeypatch.setattr(explain.table, "read_provenance", lambda path: None)
+    monkeypatch.setattr(explain, "cell_from_args", lambda ns, counts, sweep: None)
+    monkeypatch.setattr(explain, "explain", lambda cell, sweep, counts, prov: "# the cell\n")
+    out = tmp_path / "new" / "folder" / "cell.md"
+    assert explain.main(["copy", "acle_4v", "--vl", "128", "--sweep", "configs/tiny.yaml", "--markdown", str(out)]) == 0
+    assert out.read_text() == "# the cell\n"

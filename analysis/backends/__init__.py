@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence, TextIO
 
+from analysis.core import files
 from analysis.core.config import Job, Run, Sweep
 
 
@@ -322,7 +323,4 @@ def content_sha256(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
 def write_raw(out: Path, meta: dict[str, Any], records: list[dict[str, Any]]) -> None:
     """A job's raw JSON, atomically: a failed job leaves no file for a later stage to read.
     It carries a checksum of its content, so an edit or truncation afterwards is detected."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps({"meta": meta, "runs": records, "sha256": content_sha256(meta, records)}))
-    tmp.replace(out)
+    files.write_text_atomic(out, json.dumps({"meta": meta, "runs": records, "sha256": content_sha256(meta, records)}))

@@ -16,7 +16,7 @@ from pathlib import Path
 from analysis.backends import RunError, clean_stale_stages, perf, qemu, registry
 from analysis.commands import guard, regress, report, slurm
 from analysis.commands.guard import snakemake_cmd
-from analysis.core import config, mpi, toolchain
+from analysis.core import config, files, mpi, toolchain
 from analysis.stages import build, explain
 
 REPO = config.REPO
@@ -127,8 +127,7 @@ def keep_full_log(before: set[Path], results_dir: Path) -> Path | None:
     if not new:
         return None
     dest = results_dir / "logs" / "snakemake.log"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(new[-1], dest)
+    files.write_atomic(dest, lambda tmp: shutil.copyfile(new[-1], tmp))
     return dest
 
 
@@ -316,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         if ns.cmd in LOCKING and "--unlock" not in (getattr(ns, "snakemake_args", None) or []):
             guard.check_lock()
         return ns.func(ns)
-    except (config.ConfigError, toolchain.ToolchainError, RunError, guard.LockError) as e:
+    except (config.ConfigError, toolchain.ToolchainError, RunError, guard.LockError, files.WriteError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, guard.Interrupted):

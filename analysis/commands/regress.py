@@ -27,7 +27,7 @@ import yaml
 import analysis
 from analysis.backends import registry
 from analysis.commands import guard
-from analysis.core import config, table, toolchain
+from analysis.core import config, files, table, toolchain
 
 REPO = config.REPO
 # Sources whose change can move counts without any kernel changing: part of the fingerprint.
@@ -139,9 +139,7 @@ def bless(reg: Regression, cores: int) -> str:
     reg.golden_dir.mkdir(parents=True, exist_ok=True)
     table.write_counts(counts, reg.golden_csv)
     fp = {**fingerprint(reg), **golden_shape(reg.golden_csv)}
-    tmp = reg.golden_fingerprint.with_suffix(".tmp")
-    tmp.write_text(json.dumps(fp, indent=2, sort_keys=True) + "\n")
-    tmp.replace(reg.golden_fingerprint)
+    files.write_text_atomic(reg.golden_fingerprint, json.dumps(fp, indent=2, sort_keys=True) + "\n")
     return f"blessed {len(counts)} values into {reg.golden_csv}"
 
 
@@ -298,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
             print(bless(reg, ns.cores))
             return 0
         return regress(reg, ns.cores)
-    except (RegressError, config.ConfigError, toolchain.ToolchainError, guard.LockError) as e:
+    except (RegressError, config.ConfigError, toolchain.ToolchainError, guard.LockError, files.WriteError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

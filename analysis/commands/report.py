@@ -27,7 +27,7 @@ import jinja2
 import pandas as pd
 from markdown_it import MarkdownIt
 
-from analysis.core import config
+from analysis.core import config, files
 from analysis.stages.plot import METRIC
 
 NAME = "report.html"
@@ -145,9 +145,7 @@ def build(sweep: config.Sweep) -> str:
 def write(sweep: config.Sweep) -> Path:
     """Write results/report.html atomically (a reader never sees half a page)."""
     out = sweep.results_dir / NAME
-    tmp = out.with_suffix(".html.tmp")
-    tmp.write_text(build(sweep))
-    tmp.replace(out)
+    files.write_text_atomic(out, build(sweep))
     return out
 
 
@@ -157,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     try:
         print(f"report: {write(config.load_from_args(ns))}")
-    except config.ConfigError as e:
+    except (config.ConfigError, files.WriteError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -6,10 +6,11 @@ failed run never leaves a table that a later step reads as complete.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
+
+from analysis.core import files
 
 # Bump when a column or a metric name changes meaning; readers (regress) compare it.
 SCHEMA_VERSION = 2
@@ -26,10 +27,7 @@ class TableError(Exception):
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    df.to_csv(tmp, index=False)
-    tmp.replace(path)
+    files.write_atomic(path, lambda tmp: df.to_csv(tmp, index=False))
 
 
 def check_unique(df: pd.DataFrame, key: list[str], what: str) -> None:
