@@ -231,7 +231,7 @@ LOCKING = ("sweep", "validate", "count", "bless", "regress", "test")
 def cmd_regress(ns: argparse.Namespace) -> int:
 
     args = [ns.cmd, "--config", ns.config, "--cores", str(ns.cores)] + [a for kv in ns.set for a in ("--set", kv)]
-    return regress.main(args)
+    return regress.main(args + ([regress.ACCEPT_FLAG] if getattr(ns, "accept_tolerance", False) else []))
 
 
 def cmd_explain(ns: argparse.Namespace) -> int:
@@ -287,11 +287,16 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     c.set_defaults(func=cmd_count)
     for action, text in (("bless", "record the regression set's counts as golden files"),
-                         ("regress", "recount the regression set and compare with the golden files")):
-        r = sub.add_parser(action, help=text)
+                         ("regress", "recount the regression set and compare with the golden files; exit 0 all "
+                                     "match, 1 a value moved (or is missing or new), 2 bad input, "
+                                     f"{regress.EXIT_TOOLCHAIN} the toolchain changed and values moved within its "
+                                     "tolerance set")):
+        r = sub.add_parser(action, help=text, description=text)
         r.add_argument("--config", default="configs/regress.yaml")
         r.add_argument("--cores", type=int, default=os.cpu_count() or 1)
         r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+        if action == "regress":
+            r.add_argument(regress.ACCEPT_FLAG, dest="accept_tolerance", action="store_true", help=regress.ACCEPT_HELP)
         r.set_defaults(func=cmd_regress)
     e = sub.add_parser("explain", help="explain one cell of results/counts.csv (commands, hot loop, functions, classes)",
                        add_help=False)

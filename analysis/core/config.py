@@ -414,7 +414,7 @@ def schema_message(e: Any) -> str:
         if "integer" in wanted and value.is_integer():
             return f"{where}: {value} is not a whole number: write {int(value)} (without a decimal point)"
     if e.validator == "minLength" and value == "":
-        return f"{where}: empty: give a value or leave the key out"
+        return f"{where}: empty: give a value"
     return f"{where}: {e.message}"
 
 
