@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -412,3 +413,74 @@ def test_explain_markdown_into_a_missing_folder_creates_it(tmp_path: Path, monke
     out = tmp_path / "new" / "folder" / "cell.md"
     assert explain.main(["copy", "acle_4v", "--vl", "128", "--sweep", "configs/tiny.yaml", "--markdown", str(out)]) == 0
     assert out.read_text() == "# the cell\n"
+
+
+def _venv_at(root: Path) -> Path:
+    """A venv at root/.venv that shares this one's packages (site-packages linked), with the
+    snakemake console script pip writes for that path: for a path with a space it is a /bin/sh
+    polyglot whose exec line holds the path."""
+    import shutil
+    import sysconfig
+
+    venv = root / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    shutil.copy(REPO / ".venv" / "pyvenv.cfg", venv / "pyvenv.cfg")
+    (venv / "bin" / "python").symlink_to(os.path.realpath(REPO / ".venv" / "bin" / "python"))
+    site = Path(sysconfig.get_paths()["purelib"])
+    (venv / site.relative_to(Path(sys.prefix))).parent.mkdir(parents=True)
+    (venv / site.relative_to(Path(sys.prefix))).symlink_to(site)
+    from pip._vendor.distlib.scripts import ScriptMaker
+
+    maker = ScriptMaker(None, str(venv / "bin"))
+    maker.executable, maker.variants = str(venv / "bin" / "python"), {""}
+    maker.make("snakemake = snakemake.cli:main")
+    return venv / "bin" / "python"
+
+
+def test_a_clone_folder_named_like_a_command_runs_nothing(tmp_path: Path) -> None:
+    """A clone under `x$(touch PWNED)y`: pip's launcher .venv/bin/snakemake is a /bin/sh script
+    with that path in it, and starting Snakemake through it ran `touch PWNED`. The harness starts
+    Snakemake as `python -m snakemake`."""
+    import shutil
+
+    root = tmp_path / "x$(touch PWNED)y" / "repo"
+    shutil.copytree(REPO, root, ignore=shutil.ignore_patterns(".git", ".venv", "build", "results", ".snakemake",
+                                                              "__pycache__", ".pytest_cache"))
+    python = _venv_at(root)
+    assert "$(touch PWNED)" in (python.parent / "snakemake").read_text()
+    proc = subprocess.run([str(python), "-m", "analysis.commands.cli", "sweep", "--config", "configs/tiny.yaml",
+                           "--set", f"results_dir={tmp_path / 'results'}", "--set", f"build_dir={tmp_path / 'build'}",
+                           "--", "-n"], cwd=root, capture_output=True, text=True)
+    pwned = list(tmp_path.rglob("PWNED")) + [p for p in (REPO / "PWNED", Path.cwd() / "PWNED") if p.exists()]
+    assert not pwned, pwned
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "dry-run" in proc.stdout + proc.stderr
+
+
+def test_snakemake_started_as_a_module_is_found_running(tmp_path: Path) -> None:
+    """guard.snakemake_running (stale-lock check, unlock) finds `python -m snakemake` in the tree,
+    how the harness now starts it, as it found the console script."""
+    import time
+
+    from analysis.commands import guard
+
+    fake = tmp_path / "mods" / "snakemake"
+    fake.mkdir(parents=True)
+    (fake / "__main__.py").write_text("import time\ntime.sleep(60)\n")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    proc = subprocess.Popen([PY, "-m", "snakemake", "--cores", "1"], cwd=tree,
+                            env={**os.environ, "PYTHONPATH": str(tmp_path / "mods")})
+    try:
+        for _ in range(50):
+            if guard.snakemake_running(tree):
+                break
+            time.sleep(0.1)
+        assert guard.snakemake_running(tree) == [proc.pid]
+        assert guard.snakemake_running(tmp_path) == []
+    finally:
+        proc.kill()
+        proc.wait()
+    assert guard.is_snakemake([b"/x/.venv/bin/snakemake", b"--cores"])
+    assert guard.is_snakemake([b"/usr/bin/python3", b"/x/.venv/bin/snakemake"])
+    assert not guard.is_snakemake([b"/usr/bin/python3", b"-m", b"pytest"])

@@ -195,14 +195,14 @@ def test_fingerprint_mismatch_names_the_part_and_its_tolerance_set(golden_reg, m
 def test_user_ci_workflow_is_a_valid_github_workflow(tmp_path: Path) -> None:
     """The workflow for users' repositories cannot run here: validate it against the GitHub
     workflow schema that check-jsonschema ships (offline)."""
-    tool = Path(PY).parent / "check-jsonschema"
+    tool = [PY, "-m", "check_jsonschema"]  # the module, not the console script (a /bin/sh script for some paths)
     wf = REPO / "ci" / "github" / "sve-regress.yml"
-    proc = subprocess.run([str(tool), "--builtin-schema", "vendor.github-workflows", str(wf)], capture_output=True, text=True)
+    proc = subprocess.run([*tool, "--builtin-schema", "vendor.github-workflows", str(wf)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     broken = wf.read_text().replace("runs-on: ubuntu-latest", "runs_on: ubuntu-latest")
     bad = tmp_path / "broken-workflow.yml"
     bad.write_text(broken)
-    proc = subprocess.run([str(tool), "--builtin-schema", "vendor.github-workflows", str(bad)], capture_output=True, text=True)
+    proc = subprocess.run([*tool, "--builtin-schema", "vendor.github-workflows", str(bad)], capture_output=True, text=True)
     assert proc.returncode != 0
 
 
