@@ -365,16 +365,19 @@ def _tree_with_venv(root: Path) -> Path:
 
 
 @needs_install
-def test_check_passes_for_a_clone_path_with_a_space(tmp_path: Path):
+@pytest.mark.parametrize("folder", ["my clone", "x$(touch PWNED)y"])
+def test_check_passes_for_a_clone_path_with_a_space(tmp_path: Path, folder: str):
     """The launcher of a venv whose path has a space is a /bin/sh polyglot: --check took it for
-    a venv made at another path (and install would have recreated it)."""
-    root = tmp_path / "my clone" / "repo"
+    a venv made at another path (and install would have recreated it). A path holding `$(...)`
+    runs nothing in the installer."""
+    root = tmp_path / folder / "repo"
     _tree_with_venv(root)
     assert (root / ".venv" / "bin" / "snakemake").read_text().startswith("#!/bin/sh\n'''exec' \"")
     proc = subprocess.run(["bash", str(root / "setup" / "install.sh"), "--check"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "all present" in proc.stdout, proc.stdout + proc.stderr
     assert "another path" not in proc.stdout
+    assert not list(tmp_path.rglob("PWNED")) and not (ROOT / "PWNED").exists()
 
 
 @needs_install
