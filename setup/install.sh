@@ -62,6 +62,10 @@ REQS="$ROOT/requirements.txt"
 REQS_SLURM="$ROOT/requirements-slurm.txt"
 SLURM_SITE="$VENV/slurm-executor"
 STAMP="$VENV/.installed"
+# The installed packages' top-level files and folders (site-packages/pandas, ...), written with the
+# stamp: the no-op path checks that each still exists (a deleted package made every command a
+# ModuleNotFoundError while the stamp said all was installed).
+MANIFEST="$VENV/.installed-files"
 ME="setup/install.sh"
 MIN_PY="3.11"
 
@@ -182,10 +186,32 @@ venv_pin_mismatches() {
     fi
     return $bad
 }
-# pins_in FILE EXTRA_PATH: the pins of FILE, looked up with EXTRA_PATH first on the path.
+# pins_in FILE EXTRA_PATH [MODE]: the pins of FILE, looked up with EXTRA_PATH first on the path.
+# MODE check (default): one line per pin that is missing, at another version, or whose files are
+# gone although its metadata is there (a deleted package folder); broken: name==version of each
+# of the last (pip takes them as installed: they need --force-reinstall); tops: the top-level
+# files and folders of every pinned package (the MANIFEST).
 pins_in() {
-    PYTHONPATH="$2" "$VENV/bin/python" - "$1" <<'PY'
-import sys, importlib.metadata as md
+    PYTHONPATH="$2" "$VENV/bin/python" - "$1" "${3:-check}" <<'PY'
+import os, sys, importlib.metadata as md
+mode = sys.argv[2]
+
+
+def tops(name):
+    """The package's importable top-level entries in site-packages: folders and module files of
+    its RECORD (not bin/ scripts, not stray data files); for an egg-info, whose SOURCES.txt lists
+    sources rather than what was installed, the names of its top_level.txt."""
+    dist = md.distribution(name)
+    if dist.read_text("RECORD") is not None:
+        return sorted({str(dist.locate_file(f.parts[0])) for f in dist.files or ()
+                       if f.parts[0] not in ("..", "__pycache__") and (len(f.parts) > 1 or f.suffix in (".py", ".so", ".pth"))})
+    out = []
+    for n in (dist.read_text("top_level.txt") or "").split():
+        folder, module = str(dist.locate_file(n)), str(dist.locate_file(n + ".py"))
+        out.append(module if os.path.exists(module) and not os.path.isdir(folder) else folder)
+    return sorted(out)
+
+
 bad = 0
 for line in open(sys.argv[1], encoding="utf-8"):
     line = line.split("#", 1)[0].strip()
@@ -204,10 +230,29 @@ for line in open(sys.argv[1], encoding="utf-8"):
         bad = 1
         continue
     if have != want.strip():
-        print(f"{name}: installed {have}, {sys.argv[1].rsplit('/', 1)[-1]} pins {want}")
+        if mode == "check":
+            print(f"{name}: installed {have}, {sys.argv[1].rsplit('/', 1)[-1]} pins {want}")
+        bad = 1
+        continue
+    entries = tops(name)
+    if mode == "tops":  # the code only: the fast path stats each (~13 us), the metadata is checked above
+        print("\n".join(e for e in entries if not e.endswith((".dist-info", ".egg-info"))))
+        continue
+    gone = [e for e in entries if not os.path.lexists(e)]
+    if gone:
+        print(f"{name}=={want.strip()}" if mode == "broken" else
+              f"{name}: installed {have} by its metadata, but {gone[0]} is gone")
         bad = 1
 sys.exit(bad)
 PY
+}
+
+# Every top-level entry of the MANIFEST still exists: cheap enough for the no-op path (no Python).
+venv_files_present() {
+    local f entries
+    [[ -s "$MANIFEST" ]] || return 1
+    mapfile -t entries <"$MANIFEST"  # one read (`while read` takes a byte at a time)
+    for f in "${entries[@]}"; do [[ -e "$f" ]] || return 1; done
 }
 
 # Reasons the venv is unusable (empty output = usable apart from pins).
@@ -216,10 +261,20 @@ venv_problems() {
     if ! "$VENV/bin/python" -c 'import sys; sys.exit(0 if sys.version_info >= ('"${MIN_PY/./,}"') else 1)' 2>/dev/null; then
         echo ".venv python is broken or older than $MIN_PY"; return
     fi
-    # A venv moved with the repo keeps old script paths; detect via snakemake's shebang.
-    if [[ -f "$VENV/bin/snakemake" ]] && [[ "$(head -n1 "$VENV/bin/snakemake")" != "#!$VENV/bin/python"* ]]; then
+    # A venv moved with the repo keeps old script paths; detect via snakemake's launcher.
+    if [[ -f "$VENV/bin/snakemake" ]] && ! launcher_here "$VENV/bin/snakemake"; then
         echo ".venv was created at another path (scripts point elsewhere)"; return
     fi
+}
+
+# The pip launcher FILE starts this venv's python: a shebang line, or for a path with a space
+# (or too long for a shebang) a /bin/sh polyglot whose second line execs the quoted path (it was
+# taken for a venv made at another path, so a clone path with a space never passed --check).
+launcher_here() {
+    local first="" second=""
+    { IFS= read -r first; IFS= read -r second; } <"$1" || true
+    [[ "$first" == "#!$VENV/bin/python"* ]] && return 0
+    [[ "$first" == "#!/bin/sh" && "$second" == "'''exec' \"$VENV/bin/python"* ]]
 }
 
 stamp_key() {
@@ -393,6 +448,15 @@ setup_venv() {
             tail -n 20 "$log" >&2
             die "pip install of the Slurm executor plugin failed (log: $log); fix the network, then rerun $ME"
         fi
+        # A package whose metadata is there but whose files are gone: pip takes it as installed.
+        local broken
+        broken="$(pins_in "$REQS" "" broken || true)"
+        if [[ -n "$broken" ]]; then
+            say "reinstalling packages whose files are missing: $(echo $broken)"
+            # shellcheck disable=SC2086  # one requirement per word
+            "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall \
+                $broken >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "pip reinstall failed (log: $log); fix the network, then rerun $ME"; }
+        fi
         "$VENV/bin/python" -m pip check --disable-pip-version-check >"$log.check" 2>&1 \
             || { cat "$log.check" >&2; die "pip check failed: requirements.txt lacks a dependency; regenerate it (see its header)"; }
         venv_pin_mismatches >&2 || die "venv does not match requirements.txt after install; fix: rm -rf .venv && $ME"
@@ -497,7 +561,7 @@ fi
 KEY="$(stamp_key "${APT_PKGS[@]}")"
 fast_ok() {
     [[ $FORCE -eq 0 && -f "$STAMP" ]] && grep -qxF "$KEY" "$STAMP" \
-        && [[ -x "$VENV/bin/python" && -x "$VENV/bin/snakemake" ]] \
+        && [[ -x "$VENV/bin/python" && -x "$VENV/bin/snakemake" ]] && venv_files_present \
         && [[ -z "$(missing_cmds "${CMDS[@]}")" ]] \
         && [[ $WITH_MPI -eq 0 || -f "$MPI_HEADER" ]]
 }
@@ -533,6 +597,7 @@ setup_venv "$PY"
 
 [[ $WITH_MPI -eq 0 ]] || check_mpi
 
+pins_in "$REQS" "" tops >"$MANIFEST.tmp" && mv "$MANIFEST.tmp" "$MANIFEST"
 grep -qxF "$KEY" "$STAMP" 2>/dev/null || echo "$KEY" >>"$STAMP"
 # A set with extras contains the base set: a later run without them is a no-op too.
 if [[ $WITH_CLANG -eq 1 || $WITH_MPI -eq 1 || $WITH_GEM5 -eq 1 || $WITH_SLURM -eq 1 || $WITH_OMPI5 -eq 1 ]]; then

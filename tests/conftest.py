@@ -19,14 +19,16 @@ from analysis.stages import build  # noqa: E402
 
 PY = sys.executable
 ALL = REPO / "tests" / "configs" / "all_kernels.yaml"
-SNAKEMAKE = str(Path(PY).parent / "snakemake")
+# As the harness starts it (analysis.commands.guard.SNAKEMAKE): never the console script, a
+# /bin/sh script with the clone's path in it.
+SNAKEMAKE = [PY, "-m", "snakemake"]
 # The builds whose ArmIE and gem5 binaries the tests read (test_kernels compares the three).
 OTHER_MARKER_BUILDS = ("vla", "vls512")
 
 
 def snakemake(sweep: Path, build_dir: Path, results_dir: Path, targets: list[str] | None = None,
               extra: list[str] | None = None) -> subprocess.CompletedProcess:
-    cmd = [SNAKEMAKE, *(targets or []), *(extra or []), "--snakefile", str(REPO / "Snakefile"),
+    cmd = [*SNAKEMAKE, *(targets or []), *(extra or []), "--snakefile", str(REPO / "Snakefile"),
            "--directory", str(REPO), "--cores", "2",
            "--config", f"sweep={sweep}", f"build_dir={build_dir}", f"results_dir={results_dir}"]
     return subprocess.run(cmd, capture_output=True, text=True)

@@ -10,6 +10,7 @@ installer skip its stamp so it reaches the apt step.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -329,3 +330,79 @@ def test_harness_caches_bytecode_under_venv_despite_dontwritebytecode(tmp_path: 
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert target.exists()
+
+
+# --- the venv at another clone path, and a package deleted from it -------------------------------
+
+def _tree_with_venv(root: Path) -> Path:
+    """setup/ and the requirements at `root`, with a venv there that shares this one's packages:
+    its site-packages a folder of links to ours (so one can be deleted there alone), the
+    Slurm site copied (install writes into it), and the snakemake launcher pip writes for that
+    path (a /bin/sh polyglot when the path has a space). Returns the venv's site-packages."""
+    import sysconfig
+
+    root.mkdir(parents=True)
+    shutil.copytree(ROOT / "setup", root / "setup")
+    for req in ("requirements.txt", "requirements-slurm.txt"):
+        shutil.copy(ROOT / req, root / req)
+    venv, real = root / ".venv", ROOT / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    shutil.copy(real / "pyvenv.cfg", venv / "pyvenv.cfg")
+    (venv / "bin" / "python").symlink_to(os.path.realpath(real / "bin" / "python"))
+    real_site = Path(sysconfig.get_paths()["purelib"])
+    site = venv / real_site.relative_to(sys.prefix)
+    site.mkdir(parents=True)
+    for entry in real_site.iterdir():
+        if entry.name != "__pycache__":
+            (site / entry.name).symlink_to(entry)
+    shutil.copytree(real / "slurm-executor", venv / "slurm-executor", symlinks=True)
+    python = str(venv / "bin" / "python")
+    exec_line = f"'''exec' \"{python}\" \"$0\" \"$@\"\n' '''\n" if " " in python else None
+    body = "# -*- coding: utf-8 -*-\nimport re\nimport sys\nfrom snakemake.cli import main\nif __name__ == '__main__':\n" \
+           "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n    sys.exit(main())\n"
+    _write_exe(venv / "bin" / "snakemake", (f"#!/bin/sh\n{exec_line}" if exec_line else f"#!{python}\n") + body)
+    return site
+
+
+@needs_install
+@pytest.mark.parametrize("folder", ["my clone", "x$(touch PWNED)y"])
+def test_check_passes_for_a_clone_path_with_a_space(tmp_path: Path, folder: str):
+    """The launcher of a venv whose path has a space is a /bin/sh polyglot: --check took it for
+    a venv made at another path (and install would have recreated it). A path holding `$(...)`
+    runs nothing in the installer."""
+    root = tmp_path / folder / "repo"
+    _tree_with_venv(root)
+    assert (root / ".venv" / "bin" / "snakemake").read_text().startswith("#!/bin/sh\n'''exec' \"")
+    proc = subprocess.run(["bash", str(root / "setup" / "install.sh"), "--check"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "all present" in proc.stdout, proc.stdout + proc.stderr
+    assert "another path" not in proc.stdout
+    assert not list(tmp_path.rglob("PWNED")) and not (ROOT / "PWNED").exists()
+
+
+@needs_install
+def test_a_deleted_package_is_named_by_check_and_reinstalled_by_setup(tmp_path: Path):
+    """pandas deleted from the venv (its metadata left): --check said all present, setup's no-op
+    path repaired nothing, and every command was a ModuleNotFoundError."""
+    root = tmp_path / "clone" / "repo"
+    site = _tree_with_venv(root)
+    install = ["bash", str(root / "setup" / "install.sh")]
+    python = str(root / ".venv" / "bin" / "python")
+    (site / "pandas").unlink()
+    proc = subprocess.run([*install, "--check"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "venv pin: pandas: installed" in proc.stdout and f"{site / 'pandas'} is gone" in proc.stdout, proc.stdout
+    (site / "pandas").symlink_to(Path(os.readlink(site / "numpy")).parent / "pandas")
+    # Repair, through the no-op path: install once (stamp), delete a small package, install again.
+    for name in [p.name for p in site.iterdir() if p.name.startswith("throttler")]:
+        (site / name).unlink()  # a copy of its own: the reinstall removes its files
+        shutil.copytree(ROOT / ".venv" / site.relative_to(root / ".venv") / name, site / name)
+    proc = subprocess.run([*install, "--venv-only"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shutil.rmtree(site / "throttler")
+    assert subprocess.run([python, "-c", "import throttler"], capture_output=True).returncode == 1
+    proc = subprocess.run([*install, "--venv-only"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "reinstalling packages whose files are missing: throttler==" in proc.stderr, proc.stderr
+    assert subprocess.run([python, "-c", "import throttler"], capture_output=True).returncode == 0
+    assert (ROOT / ".venv" / site.relative_to(root / ".venv") / "throttler").is_dir()  # ours untouched

@@ -317,7 +317,7 @@ def test_slurm_profile_gives_measurements_a_whole_node(tmp_path: Path) -> None:
 
     profile = slurm.write_profile(slurm.load_profile("a64fx", "acct", "part"), tmp_path / "profile")
     proc = subprocess.run(
-        [str(Path(os.sys.executable).parent / "snakemake"), "-n", "-p", "--snakefile", str(REPO / "Snakefile"),
+        [os.sys.executable, "-m", "snakemake", "-n", "-p", "--snakefile", str(REPO / "Snakefile"),
          "--directory", str(REPO), "--profile", str(profile),
          "--config", f"sweep={REPO / 'configs' / 'a64fx.yaml'}", f"results_dir={tmp_path / 'r'}", f"build_dir={tmp_path / 'b'}"],
         capture_output=True, text=True, env=slurm.executor_env())  # the plugin is on the path with --slurm only

@@ -107,7 +107,8 @@ def reshape_fingerprint(reg) -> None:
     fp.write_text(json.dumps({**json.loads(fp.read_text()), **regress.golden_shape(reg.golden_csv)}))
 
 
-def run_regress(reg, monkeypatch: pytest.MonkeyPatch, now, now_fp: dict | None = None) -> tuple[int, str]:
+def run_regress(reg, monkeypatch: pytest.MonkeyPatch, now, now_fp: dict | None = None,
+                accept: bool = False) -> tuple[int, str]:
     """regress() with the sweep's counts and the fingerprint given: its verdict and report."""
     from analysis.commands import regress
 
@@ -115,7 +116,7 @@ def run_regress(reg, monkeypatch: pytest.MonkeyPatch, now, now_fp: dict | None =
     monkeypatch.setattr(regress, "run_sweep", lambda reg, cores: now)
     monkeypatch.setattr(regress, "fingerprint", lambda reg: now_fp or golden_fp)
     out = io.StringIO()
-    return regress.regress(reg, 1, out=out), out.getvalue()
+    return regress.regress(reg, 1, out=out, **({"accept_tolerance": True} if accept else {})), out.getvalue()
 
 
 def test_missing_and_new_values_are_reported(golden_reg, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,13 +180,13 @@ def test_fingerprint_mismatch_names_the_part_and_its_tolerance_set(golden_reg, m
     rc, out = run_regress(golden_reg, monkeypatch, table.read_counts(golden_reg.golden_csv), now_fp)
     assert rc == 0, out
     assert "fingerprint differs in qemu" in out and "fingerprint differs in config" in out
-    assert "applying tolerance set 'qemu_changed' (regression/on_fingerprint_change/qemu)" in out
+    assert "tolerance set 'qemu_changed' (regression/on_fingerprint_change/qemu)" in out
     # The first part that differs (qemu) has no tolerance set when on_fingerprint_change names only
     # harness: the set applied is harness's, and harness is the part named.
     reg = dataclasses.replace(golden_reg, on_change={"harness": "harness_changed"})
     now_fp["harness"] = "another harness"
     rc, out = run_regress(reg, monkeypatch, table.read_counts(golden_reg.golden_csv), now_fp)
-    assert "applying tolerance set 'harness_changed' (regression/on_fingerprint_change/harness)" in out, out
+    assert "tolerance set 'harness_changed' (regression/on_fingerprint_change/harness)" in out, out
     golden_reg.golden_fingerprint.write_text("{not json")
     with pytest.raises(regress.RegressError, match="fingerprint.*corrupt"):
         regress.read_golden(golden_reg)
@@ -194,14 +195,14 @@ def test_fingerprint_mismatch_names_the_part_and_its_tolerance_set(golden_reg, m
 def test_user_ci_workflow_is_a_valid_github_workflow(tmp_path: Path) -> None:
     """The workflow for users' repositories cannot run here: validate it against the GitHub
     workflow schema that check-jsonschema ships (offline)."""
-    tool = Path(PY).parent / "check-jsonschema"
+    tool = [PY, "-m", "check_jsonschema"]  # the module, not the console script (a /bin/sh script for some paths)
     wf = REPO / "ci" / "github" / "sve-regress.yml"
-    proc = subprocess.run([str(tool), "--builtin-schema", "vendor.github-workflows", str(wf)], capture_output=True, text=True)
+    proc = subprocess.run([*tool, "--builtin-schema", "vendor.github-workflows", str(wf)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     broken = wf.read_text().replace("runs-on: ubuntu-latest", "runs_on: ubuntu-latest")
     bad = tmp_path / "broken-workflow.yml"
     bad.write_text(broken)
-    proc = subprocess.run([str(tool), "--builtin-schema", "vendor.github-workflows", str(bad)], capture_output=True, text=True)
+    proc = subprocess.run([*tool, "--builtin-schema", "vendor.github-workflows", str(bad)], capture_output=True, text=True)
     assert proc.returncode != 0
 
 
@@ -217,3 +218,75 @@ def test_a_sweep_blocked_by_another_run_in_the_tree_names_it(monkeypatch: pytest
     monkeypatch.setattr(regress.guard, "mark_stale", lambda d: None)
     with pytest.raises(regress.RegressError, match=r"another Snakemake is running in .* \(pid 4242\)"):
         regress.run_sweep(reg, 1)
+
+
+def test_compiler_change_with_moved_counts_has_its_own_exit_status(golden_reg, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the compiler version changed and an ACLE count moved 20 %: the compiler_changed set
+    (25 %) passed it silently. Now every moved cell is named and regress exits 3 unless
+    --accept-toolchain-tolerance is given; beyond 25 % it still fails (1)."""
+    from analysis.core import table
+    from analysis.commands import regress
+
+    now_fp = json.loads(golden_reg.golden_fingerprint.read_text())
+    compiler = next(iter(now_fp["compiler"]))
+    now_fp["compiler"][compiler]["version"] += " (a newer build)"
+    now = table.read_counts(golden_reg.golden_csv)
+    cell = now.index[(now["variant"] == "acle_4v") & (now["metric"] == "roi_net.total") & (now["compiler"] == compiler)][0]
+    now.loc[cell, "value"] = int(now.loc[cell, "value"] * 1.2)
+    rc, out = run_regress(golden_reg, monkeypatch, now, now_fp)
+    assert rc == 3, out  # regress.EXIT_TOOLCHAIN
+    assert "fingerprint differs in compiler" in out
+    assert "toolchain changed (compiler), counts moved: 1 values" in out and "--accept-toolchain-tolerance" in out, out
+    assert "tolerated" in out and "acle_4v" in out and "roi_net.total" in out, out
+    rc, out = run_regress(golden_reg, monkeypatch, now, now_fp, accept=True)
+    assert rc == 0, out
+    assert "acle_4v" in out and "accepted by --accept-toolchain-tolerance" in out, out
+    drift = (golden_reg.work_dir / "drift.csv").read_text()
+    assert drift.count(",tolerated") == 1
+    now.loc[cell, "value"] = int(now.loc[cell, "value"] * 1.2)  # 44 %: beyond the set
+    assert run_regress(golden_reg, monkeypatch, now, now_fp, accept=True)[0] == 1
+    assert run_regress(golden_reg, monkeypatch, now, now_fp)[0] == 1
+
+
+def test_regress_help_and_the_command_line_pass_the_flag(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from analysis.commands import cli, regress
+
+    with pytest.raises(SystemExit):
+        cli.main(["regress", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--accept-toolchain-tolerance" in help_text and "3 the toolchain changed" in help_text
+    seen = {}
+    monkeypatch.setattr(regress, "main", lambda argv: seen.setdefault("argv", argv) and 0)
+    monkeypatch.setattr(cli.guard, "check_lock", lambda: None)
+    cli.main(["regress", "--accept-toolchain-tolerance"])
+    assert "--accept-toolchain-tolerance" in seen["argv"]
+
+
+@pytest.mark.parametrize("cut", [-3, -20, -60])
+def test_golden_file_cut_mid_line_is_named_truncated(golden_reg, cut: int) -> None:
+    """It was blamed on the table's schema version (the cut row's schema_version is empty)."""
+    from analysis.commands import regress
+
+    data = golden_reg.golden_csv.read_bytes()
+    golden_reg.golden_csv.write_bytes(data[:cut])
+    with pytest.raises(regress.RegressError) as e:
+        regress.read_golden(golden_reg)
+    msg = str(e.value)
+    assert "schema version" not in msg
+    assert f"golden file {golden_reg.golden_csv} is truncated: its last line" in msg and "re-bless" in msg, msg
+
+
+def test_golden_file_cut_mid_line_exits_2_with_one_line(golden_reg, capsys) -> None:
+    from analysis.commands import regress
+
+    data = golden_reg.golden_csv.read_bytes()
+    golden_reg.golden_csv.write_bytes(data[:len(data) // 2])
+    cfg = golden_reg.golden_dir / "regress.yaml"
+    cfg.write_text((REPO / "configs" / "regress.yaml").read_text()
+                   .replace("golden_dir: results/golden", f"golden_dir: {golden_reg.golden_dir}")
+                   .replace("kernel_table: configs/kernels.yaml", f"kernel_table: {REPO / 'configs' / 'kernels.yaml'}")
+                   .replace("results_dir: results/regress", f"results_dir: {golden_reg.golden_dir / 'out'}")
+                   .replace("build_dir: build", f"build_dir: {golden_reg.golden_dir / 'build'}"))
+    assert regress.main(["regress", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: golden file") and "is truncated" in err[0], err

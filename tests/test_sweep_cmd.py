@@ -32,7 +32,7 @@ def test_a_local_snakemake_start_never_asks_slurm(tmp_path: Path) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0 and proc.stdout.strip()[0].isdigit(), proc.stderr
     assert not called.exists(), called.read_text()
-    # Through Slurm the plugin is there (and its first word is Snakemake's: the profile follows).
-    assert guard.snakemake_cmd("configs/tiny.yaml", {}, 2, [], slurm=True)[0].endswith("snakemake")
+    # Through Slurm the plugin is there (and it starts with Snakemake's words: the profile follows).
+    assert guard.snakemake_cmd("configs/tiny.yaml", {}, 2, [], slurm=True)[:3] == [sys.executable, "-m", "snakemake"]
     code = "import importlib.util, sys; sys.exit(importlib.util.find_spec('snakemake_executor_plugin_slurm') is None)"
     assert subprocess.run([sys.executable, "-c", code], env={**env, **slurm.executor_env()}).returncode == 0

@@ -112,7 +112,7 @@ def test_the_scheduler_looks_once_per_finished_job(tmp_path: Path) -> None:
     build = tmp_path / "build"
     targets = [str(build / "plugins" / f"lib{c}.so") for c in ("inscount", "opcodes", "memory")]
     targets += [str(build / "gcc" / b / "obj" / "harness.o") for b in ("vla", "vls128", "vls256")]
-    cmd = [str(Path(sys.executable).parent / "snakemake"), *targets, "--verbose", "--snakefile", str(REPO / "Snakefile"),
+    cmd = [sys.executable, "-m", "snakemake", *targets, "--verbose", "--snakefile", str(REPO / "Snakefile"),
            "--directory", str(REPO), "--cores", "1", "--config", f"sweep={TINY}", f"build_dir={build}",
            f"results_dir={tmp_path / 'results'}"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -131,7 +131,7 @@ def test_a_rerun_with_nothing_to_do_does_not_load_pandas(tmp_path: Path) -> None
     args = [str(build / "gcc" / "vla" / "obj" / "harness.o"), str(build / "plugins" / "libinscount.so"),
             "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO), "--cores", "1",
             "--config", f"sweep={TINY}", f"build_dir={build}", f"results_dir={tmp_path / 'results'}"]
-    first = subprocess.run([str(Path(sys.executable).parent / "snakemake"), *args], capture_output=True, text=True)
+    first = subprocess.run([sys.executable, "-m", "snakemake", *args], capture_output=True, text=True)
     assert first.returncode == 0, first.stderr[-3000:]
     probe = ("import atexit, runpy, sys\n"
              "atexit.register(lambda: print('pandas loaded:', 'pandas' in sys.modules, file=sys.stderr))\n"
@@ -154,7 +154,7 @@ def test_every_build_job_runs_before_the_count_jobs(tmp_path: Path) -> None:
     One core: the order in which jobs start is the scheduler's choice alone."""
     results, build = tmp_path / "results", tmp_path / "build"
     targets = [str(results / "raw" / "qemu" / "gcc" / b / "max" / "copy-c_vec.json") for b in ("vla", "vls512")]
-    cmd = [str(Path(sys.executable).parent / "snakemake"), *targets, "--snakefile", str(REPO / "Snakefile"),
+    cmd = [sys.executable, "-m", "snakemake", *targets, "--snakefile", str(REPO / "Snakefile"),
            "--directory", str(REPO), "--cores", "1", "--scheduler", "greedy",
            "--config", f"sweep={TINY}", f"build_dir={build}", f"results_dir={results}"]
     proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence, TextIO
 
+from analysis.core import files
 from analysis.core.config import Job, Run, Sweep
 
 
@@ -170,6 +171,12 @@ def run_limited(cmd: list[str], timeout: float | None, cell: str, **kwargs: Any)
     return run_cells(cmd, [timeout], [cell], None, **kwargs)
 
 
+# The longest single wait for output: poll() takes milliseconds in a C int, and a limit beyond
+# ~24 days (a 999999999999-byte size, or a large time_limit) raised OverflowError. The loop
+# wakes once a day and waits again until the limit is reached.
+MAX_WAIT = 86400.0
+
+
 def run_cells(cmd: list[str], limits: Sequence[float | None], cells: Sequence[str], done: bytes | None,
               on_done: Callable[[int, float], None] | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
     """`run_limited` for a process that runs cells one after another and prints a line starting
@@ -188,7 +195,8 @@ def run_cells(cmd: list[str], limits: Sequence[float | None], cells: Sequence[st
                 k, start = 0, time.monotonic()
                 while sel.get_map():
                     limit = limits[k] if k < len(limits) else None
-                    events = sel.select(None if limit is None else max(0.0, start + limit - time.monotonic()))
+                    wait = None if limit is None else min(MAX_WAIT, max(0.0, start + limit - time.monotonic()))
+                    events = sel.select(wait)
                     if limit is not None and not events and time.monotonic() >= start + limit:
                         _kill_group(proc)
                         raise RunError(f"{cells[k]}: stopped after its time limit of {limit:g} s (killed); if the "
@@ -315,7 +323,4 @@ def content_sha256(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
 def write_raw(out: Path, meta: dict[str, Any], records: list[dict[str, Any]]) -> None:
     """A job's raw JSON, atomically: a failed job leaves no file for a later stage to read.
     It carries a checksum of its content, so an edit or truncation afterwards is detected."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps({"meta": meta, "runs": records, "sha256": content_sha256(meta, records)}))
-    tmp.replace(out)
+    files.write_text_atomic(out, json.dumps({"meta": meta, "runs": records, "sha256": content_sha256(meta, records)}))

@@ -15,6 +15,7 @@ import json
 import re
 import shlex
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
@@ -185,9 +186,7 @@ def run_batch(binary: Path, cpu_model: str, runs: Sequence[Run], plugin_dir: Pat
         if proc.returncode != 0 or len(oks) != len(runs):
             failed = runs[min(len(oks), len(runs) - 1)]
             cell = cell_name(binary, cpu_model, failed)
-            lines = proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"]
-            # The kernel's own error line (contract: FAIL or usage error), not what follows it.
-            msg = next((ln for ln in reversed(lines) if ln.startswith(("FAIL: ", "usage error: "))), lines[-1])
+            msg = failure_message(proc)
             raise RunError(f"{cell}: {msg} (exit {proc.returncode}; replay: "
                            f"{replay_command(binary, cpu_model, failed, plugin_dir, env)})")
         # Each record carries its cell's own command (a batch of one): the batch's, repeated in
@@ -195,6 +194,20 @@ def run_batch(binary: Path, cpu_model: str, runs: Sequence[Run], plugin_dir: Pat
         return [record(binary, cpu_model, k, run, oks[k], out_dir, plugin_dir, env,
                        qemu_command(exe, cpu_model, [run], plugin_dir, out_dir, env), seconds, len(runs))
                 for k, run in enumerate(runs)]
+
+
+def failure_message(proc: subprocess.CompletedProcess) -> str:
+    """Why a batch failed: the kernel's own error line (contract: FAIL or usage error), not what
+    follows it; a run that exited 0 without its `ok` line broke the contract, and "exit status 0"
+    read as if 0 were the failure."""
+    lines = proc.stderr.strip().splitlines()
+    if lines:
+        return next((ln for ln in reversed(lines) if ln.startswith(("FAIL: ", "usage error: "))), lines[-1])
+    if proc.returncode == 0:
+        out = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+        return ("the run printed no `ok` line (docs/contracts.md 1), though it exited 0; its last output line: "
+                + (repr(out[-1].strip()[:200]) if out else "none"))
+    return f"exit status {proc.returncode}"
 
 
 def record(binary: Path, cpu_model: str, k: int, run: Run, ok_line: str, out_dir: Path, plugin_dir: Path,

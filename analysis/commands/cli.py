@@ -17,7 +17,7 @@ from pathlib import Path
 from analysis.backends import RunError, clean_stale_stages, perf, qemu, registry
 from analysis.commands import guard, keep, regress, report, slurm
 from analysis.commands.guard import snakemake_cmd
-from analysis.core import config, mpi, table, toolchain
+from analysis.core import config, files, mpi, table, toolchain
 from analysis.stages import build, explain
 
 REPO = config.REPO
@@ -27,6 +27,7 @@ MPI_HINT = ("Open MPI figures (paper Fig. 9, 10): ./harness sweep --config confi
 
 def validate(sweep_path: str, overrides: dict[str, str]) -> config.Sweep:
     sweep = config.load(sweep_path, overrides)
+    config.check_writable(sweep)
     registry.preflight(sweep)
     unbuilt = mpi.unbuilt(sweep)
     if unbuilt:  # Open MPI 5 is built on request only: its rows skip, in one line
@@ -143,8 +144,7 @@ def keep_full_log(before: set[Path], results_dir: Path) -> Path | None:
     if not new:
         return None
     dest = results_dir / "logs" / "snakemake.log"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(new[-1], dest)
+    files.write_atomic(dest, lambda tmp: shutil.copyfile(new[-1], tmp))
     return dest
 
 
@@ -182,6 +182,7 @@ def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
     """Validate a one-cell request (kernel, variant, build, VL, size, op, dtype) like a sweep."""
     overrides = config.parse_overrides(ns.set)
     sweep = config.load(ns.config, overrides)
+    config.check_writable(sweep)
     sel = config.selection(sweep.table, {
         "kernel": ns.kernel, "variants": [ns.variant],
         **({"ops": [ns.op]} if ns.op else {}), **({"dtypes": [ns.dtype]} if ns.dtype else {}),
@@ -203,6 +204,7 @@ def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
     if not 0 <= ns.size <= config.SIZE_MAX:
         raise config.ConfigError(f"--size {ns.size}: sizes are byte counts from 0 to {config.SIZE_MAX}")
     row = sweep.table.row(ns.kernel, ns.variant)
+    config.check_size_fits(sweep.table.families[row.family], ns.size, f"--size {ns.size}")
     op, dtype = sel["op_dtypes"][0]
     params = config.run_params(sweep.table, row, op, dtype)
     runs = tuple(config.Run(ns.vl, s, op, dtype, params, sve=row.sve) for s in sorted({0, ns.size}))
@@ -254,7 +256,7 @@ LOCKING = ("sweep", "validate", "count", "bless", "regress", "test")
 def cmd_regress(ns: argparse.Namespace) -> int:
 
     args = [ns.cmd, "--config", ns.config, "--cores", str(ns.cores)] + [a for kv in ns.set for a in ("--set", kv)]
-    return regress.main(args)
+    return regress.main(args + ([regress.ACCEPT_FLAG] if getattr(ns, "accept_tolerance", False) else []))
 
 
 def cmd_explain(ns: argparse.Namespace) -> int:
@@ -310,11 +312,16 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     c.set_defaults(func=cmd_count)
     for action, text in (("bless", "record the regression set's counts as golden files"),
-                         ("regress", "recount the regression set and compare with the golden files")):
-        r = sub.add_parser(action, help=text)
+                         ("regress", "recount the regression set and compare with the golden files; exit 0 all "
+                                     "match, 1 a value moved (or is missing or new), 2 bad input, "
+                                     f"{regress.EXIT_TOOLCHAIN} the toolchain changed and values moved within its "
+                                     "tolerance set")):
+        r = sub.add_parser(action, help=text, description=text)
         r.add_argument("--config", default="configs/regress.yaml")
         r.add_argument("--cores", type=int, default=os.cpu_count() or 1)
         r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+        if action == "regress":
+            r.add_argument(regress.ACCEPT_FLAG, dest="accept_tolerance", action="store_true", help=regress.ACCEPT_HELP)
         r.set_defaults(func=cmd_regress)
     e = sub.add_parser("explain", help="explain one cell of results/counts.csv (commands, hot loop, functions, classes)",
                        add_help=False)
@@ -339,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             say(guard.check_lock())
         return ns.func(ns)
     except (config.ConfigError, toolchain.ToolchainError, RunError, guard.LockError, keep.LockError,
-            table.TableError) as e:
+            table.TableError, files.WriteError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -39,13 +39,19 @@ def pythonpath_env(first: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{first}{os.pathsep}{path}" if path else str(first)}
 
 
+# Snakemake as a module of this Python, never pip's console script .venv/bin/snakemake: for a
+# clone path with a space (or a long one) that script is a /bin/sh polyglot with the path in
+# double quotes, so a folder named `x$(cmd)y` ran cmd.
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
 def snakemake_cmd(sweep_path: str, overrides: dict[str, str], cores: int, extra: list[str],
                   slurm: bool = False) -> list[str]:
-    """`slurm`: the command analysis.commands.slurm runs (its first word must be Snakemake's)."""
+    """`slurm`: the command analysis.commands.slurm runs (it starts with SNAKEMAKE)."""
     conf = [f"sweep={sweep_path}"] + [f"{k}={v}" for k, v in overrides.items()]
     return [
         # --config takes every word after it: targets and options go first.
-        str(Path(sys.executable).parent / "snakemake"), *extra, "--snakefile", str(REPO / "Snakefile"),
+        *SNAKEMAKE, *extra, "--snakefile", str(REPO / "Snakefile"),
         "--directory", str(REPO), "--cores", str(cores),
         # Snakemake's default ILP scheduler solves a CBC problem over every ready job each time it
         # looks (once per finished job, and more often with the rate limiter rules/common.smk
@@ -79,13 +85,20 @@ def snakemake_running(root: Path = REPO) -> list[int]:
             continue
         try:
             cmdline = (d / "cmdline").read_bytes().split(b"\0")
-            if not any(Path(w.decode(errors="replace")).name == "snakemake" for w in cmdline[:2]):
+            if not is_snakemake(cmdline):
                 continue
             if Path(os.readlink(d / "cwd")) == root.resolve():
                 pids.append(int(d.name))
         except (OSError, ValueError):
             continue
     return pids
+
+
+def is_snakemake(cmdline: list[bytes]) -> bool:
+    """A Snakemake process: `python -m snakemake ...` (how the harness starts it), or its
+    console script (`snakemake ...` or `python .../snakemake ...`)."""
+    return cmdline[1:3] == [b"-m", b"snakemake"] or \
+        any(Path(w.decode(errors="replace")).name == "snakemake" for w in cmdline[:2])
 
 
 def failure_tail(proc: subprocess.CompletedProcess, lines: int = 15) -> list[str]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from analysis.core import table
+from analysis.core import files, table
 
 GOOD = "good.json"
 KEPT = "kept"
@@ -126,14 +126,11 @@ def _identity(path: Path) -> list[int]:
 def record_good(results_dir: Path, config_path: str, superseded: Path | None) -> None:
     """After a sweep that finished: its set is the last good one, and the kept copy of the set
     it replaced (`superseded`, what `snapshot` returned) goes: a complete run supersedes it."""
-    files = _files(results_dir, DERIVED + [RAW])
     good = {"made": _stamp(), "config": config_path,
-            "files": {str(f): _identity(results_dir / f) for f in files}}
+            "files": {str(f): _identity(results_dir / f) for f in _files(results_dir, DERIVED + [RAW])}}
     if superseded is not None and superseded.name == good["made"]:
         good["made"] += f"-{os.getpid()}"  # two sweeps within a second: their kept sets stay apart
-    tmp = results_dir / f".{GOOD}.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(good, indent=1) + "\n")
-    tmp.replace(results_dir / GOOD)
+    files.write_text_atomic(results_dir / GOOD, json.dumps(good, indent=1) + "\n")
     if superseded is not None:
         shutil.rmtree(superseded, ignore_errors=True)
         _remove_if_empty(results_dir / KEPT)
@@ -144,7 +141,7 @@ def update_good(results_dir: Path, name: str) -> None:
     good = _read_good(results_dir)
     if good and name in good["files"]:
         good["files"][name] = _identity(results_dir / name)
-        (results_dir / GOOD).write_text(json.dumps(good, indent=1) + "\n")
+        files.write_text_atomic(results_dir / GOOD, json.dumps(good, indent=1) + "\n")
 
 
 def _read_good(results_dir: Path) -> dict | None:
@@ -177,10 +174,10 @@ def snapshot(results_dir: Path) -> Path | None:
 
 
 def _unrecorded(results_dir: Path) -> dict | None:
-    files = _files(results_dir, DERIVED)
-    if not files:
+    derived = _files(results_dir, DERIVED)
+    if not derived:
         return None
-    newest = max((results_dir / f).stat().st_mtime for f in files)
+    newest = max((results_dir / f).stat().st_mtime for f in derived)
     return {"made": time.strftime("%Y-%m-%dT%H-%M-%S", time.localtime(newest)),
             "config": "unknown (written before the harness recorded its sweeps)",
             "files": {str(f): _identity(results_dir / f) for f in _files(results_dir, DERIVED + [RAW])}}

@@ -26,7 +26,7 @@ from typing import Any
 import jinja2
 from markdown_it import MarkdownIt
 
-from analysis.core import config, table
+from analysis.core import config, files, table
 from analysis.stages.plot import METRIC
 
 NAME = "report.html"
@@ -146,9 +146,7 @@ def build(sweep: config.Sweep) -> str:
 def write(sweep: config.Sweep) -> Path:
     """Write results/report.html atomically (a reader never sees half a page)."""
     out = sweep.results_dir / NAME
-    tmp = out.with_suffix(".html.tmp")
-    tmp.write_text(build(sweep))
-    tmp.replace(out)
+    files.write_text_atomic(out, build(sweep))
     return out
 
 
@@ -158,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     try:
         print(f"report: {write(config.load_from_args(ns))}")
-    except (config.ConfigError, table.TableError) as e:
+    except (config.ConfigError, files.WriteError, table.TableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -282,7 +282,8 @@ def run(cmd: list[str], plan: Plan) -> int:
     with tempfile.TemporaryDirectory(prefix="sve-slurm-profile-") as tmp:
         pdir = write_profile(prof, Path(tmp) / "profile")
         # Before --config, which takes every word after it.
-        proc = subprocess.Popen([cmd[0], "--profile", str(pdir), *cmd[1:]], stderr=subprocess.PIPE, text=True,
+        n = len(guard.SNAKEMAKE)
+        proc = subprocess.Popen([*cmd[:n], "--profile", str(pdir), *cmd[n:]], stderr=subprocess.PIPE, text=True,
                                 env=executor_env())
         stopped: list[str] = []
         done = threading.Event()

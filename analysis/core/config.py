@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -378,18 +380,51 @@ def _read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
 
 
-def validate_doc(doc: Any, schema_name: str, path: Path) -> None:
-    # Imported here, not at the top: jsonschema is 40 % of this module's import time, and a
-    # count job (which imports the Run and Job types only) validates nothing.
+def _is_integer(_checker: Any, value: Any) -> bool:
+    # JSON Schema counts 128.0 as an integer; the binaries' fixed-width arguments and range()
+    # do not, and a float there failed inside a job (a traceback) instead of here.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(_checker: Any, value: Any) -> bool:
+    # YAML's .nan and .inf are floats: .nan compares false with every limit (it disabled the
+    # time limit) and .inf overflows where a number becomes an integer.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
+
+
+def strict_validator(schema: dict[str, Any]) -> Any:
+    """A Draft 7 validator whose `integer` is a whole number written without a point and whose
+    `number` is finite, for every schema the harness reads (sweep, kernel table, fingerprint)."""
     import jsonschema
 
+    checker = jsonschema.Draft7Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
+    return jsonschema.validators.extend(jsonschema.Draft7Validator, type_checker=checker)(schema)
+
+
+def schema_message(e: Any) -> str:
+    """One schema error as `where: what to change`."""
+    where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+    value = e.instance
+    if e.validator == "type" and isinstance(value, float) and not isinstance(value, bool):
+        wanted = e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
+        if not math.isfinite(value) and {"number", "integer"} & set(wanted):
+            return f"{where}: {value} is not a finite number: give a number such as 1 or 0.5"
+        if "integer" in wanted and value.is_integer():
+            return f"{where}: {value} is not a whole number: write {int(value)} (without a decimal point)"
+    if e.validator == "minLength" and value == "":
+        return f"{where}: empty: give a value"
+    return f"{where}: {e.message}"
+
+
+def validate_doc(doc: Any, schema_name: str, path: Path) -> None:
+    # jsonschema is imported in strict_validator, not at the top: it is 40 % of this module's
+    # import time, and a count job (which imports the Run and Job types only) validates nothing.
     schema = yaml.load((SCHEMA_DIR / schema_name).read_text(), Loader=_LOADER)
-    validator = jsonschema.Draft7Validator(schema)
-    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+    errors = sorted(strict_validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
-        e = errors[0]
-        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        raise ConfigError(f"{path}: {where}: {e.message} (schema {schema_name})")
+        raise ConfigError(f"{path}: {schema_message(errors[0])} (schema {schema_name})")
 
 
 def base_dir(config_path: Path) -> Path:
@@ -524,6 +559,8 @@ def _check_sizes(table: KernelTable, sizes: dict[str, list[int]], selections: li
                     f"{where}/{fam_name}: size {s} is too large; the kernels take at most {SIZE_MAX} bytes"
                     + (" (the linearity check also runs twice the size)" if linearity else "")
                 )
+            check_size_fits(table.families[fam_name], 2 * s if linearity else s, f"{where}/{fam_name}: size {s}",
+                            " (the linearity check also runs twice the size)" if linearity else "")
     for sel in selections:
         fam = table.families[sel["family"]]
         if fam.name not in sizes:
@@ -535,6 +572,28 @@ def _check_sizes(table: KernelTable, sizes: dict[str, list[int]], selections: li
                     raise ConfigError(
                         f"{where}/{fam.name}: {s} bytes is not a multiple of {unit} (one block of {dtype}) for kernel {sel['kernel']}"
                     )
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def run_buffers(family: Family, size: int) -> int:
+    """A lower bound of the memory one run of `size` bytes allocates: the bytes its kernel reads
+    and writes (the family's declared traffic, at least the size itself)."""
+    return int(size * max(1.0, sum(family.traffic.values())))
+
+
+def check_size_fits(family: Family, size: int, what: str, note: str = "") -> None:
+    """A size whose buffers cannot be held in memory: the binary's allocation fails (or, with
+    overcommit, the filling thrashes until the OOM killer stops it) after the build, and its
+    time limit (60 s per MiB) is months. Refused here instead, in one line."""
+    need, have = run_buffers(family, size), memory_bytes()
+    if need > have:
+        raise ConfigError(f"{what} is too large for this machine: a run of {size} bytes allocates at least "
+                          f"{need / 2**30:.1f} GiB (family {family.name}), this machine has {have / 2**30:.1f} GiB of "
+                          f"memory{note}; choose a smaller size")
 
 
 def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sweep:
@@ -598,8 +657,8 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
     if perf:
         _check_perf(perf, table, selections)
 
-    results_dir = check_dir("results_dir", resolve_path(raw.get("results_dir", "results"), base))
-    build_dir = check_dir("build_dir", resolve_path(raw.get("build_dir", "build"), base))
+    results_dir = check_dir("results_dir", dir_value(raw, "results_dir", base))
+    build_dir = check_dir("build_dir", dir_value(raw, "build_dir", base))
     sweep = Sweep(
         path=path,
         raw=raw,
@@ -654,10 +713,19 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
     return sweep
 
 
+def dir_value(raw: dict[str, Any], key: str, base: Path) -> Path:
+    """results_dir or build_dir of the sweep. An empty value (`--set results_dir=`) resolved
+    to the base directory itself: the repository root got logs/ and raw/."""
+    value = raw.get(key, key.removesuffix("_dir"))
+    if not str(value).strip():
+        raise ConfigError(f"{key} is empty: give a directory (--set {key}=DIR) or leave it out for the default")
+    return resolve_path(value, base)
+
+
 def check_dir(key: str, path: Path) -> Path:
     """A results or build directory the workflow can use: Snakemake reads braces in a path as
-    wildcards, QEMU's -plugin option splits the plugin path at ',' and '=', and no part of the
-    path may be an existing file."""
+    wildcards, QEMU's -plugin option splits the plugin path at ',' and '=', no part of the
+    path may be an existing file or a dangling symbolic link (mkdir failed on it inside a job)."""
     text = str(path.resolve())
     bad = sorted({c for c in text if c in "{}" or (key == "build_dir" and c in ",=") or ord(c) < 32})
     if bad:
@@ -665,12 +733,28 @@ def check_dir(key: str, path: Path) -> Path:
         raise ConfigError(f"{key} {text!r} contains {shown}, which the workflow cannot use in a path: choose another "
                           f"directory (--set {key}=DIR)")
     for p in (path, *path.parents):
+        if p.is_symlink() and not p.exists():
+            raise ConfigError(f"{key} {path}: {p} is a symbolic link to {os.readlink(p)}, which does not exist: "
+                              f"create that directory, remove the link or choose another directory (--set {key}=DIR)")
         if p.exists():
             if not p.is_dir():
                 raise ConfigError(f"{key} {path}: {p} is a file, not a directory: remove it or choose another "
                                   f"directory (--set {key}=DIR)")
             break
     return path
+
+
+def check_writable(sweep: Sweep) -> None:
+    """Commands that run jobs (sweep, count, bless, regress) write into results_dir and
+    build_dir: a read-only one (or the nearest existing directory above it) is named here, before
+    any job, not in a job's log that cannot be written. Reading commands (explain, report of a
+    finished sweep) leave a read-only results folder alone."""
+    for key, path in (("results_dir", sweep.results_dir), ("build_dir", sweep.build_dir)):
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        # os.access also answers for a read-only mount, which binds root too.
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(f"{key} {path}: {existing} is read-only: make it writable or choose another directory "
+                              f"(--set {key}=DIR)")
 
 def condition_check(check: dict[str, Any], cond: dict[str, Any]) -> dict[str, Any]:
     """A check's condition as a check of its own: the check with the condition's keys replaced."""

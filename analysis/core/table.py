@@ -9,10 +9,11 @@ matches it: an edited or truncated table is never plotted, reported or explained
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import pandas as pd
+
+from analysis.core import files
 
 # Bump when a column or a metric name changes meaning; readers (regress) compare it.
 SCHEMA_VERSION = 2
@@ -47,18 +48,10 @@ def checksum_path(path: Path) -> Path:
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    df.to_csv(tmp, index=False)
+    files.write_atomic(path, lambda tmp: df.to_csv(tmp, index=False))
     if path.name in CHECKED_TABLES:
-        side = checksum_path(path)
-        side_tmp = side.with_name(f".{side.name}.tmp{os.getpid()}")
-        side_tmp.write_text(f"{sha256_file(tmp)}  {path.name}\n")
-        # The table first: a stop between the two renames leaves a mismatch, which is rebuilt.
-        tmp.replace(path)
-        side_tmp.replace(side)
-    else:
-        tmp.replace(path)
+        # After the table: a stop between the two leaves a mismatch, which is rebuilt, never trusted.
+        files.write_text_atomic(checksum_path(path), f"{sha256_file(path)}  {path.name}\n")
 
 
 def verify(path: Path) -> None:

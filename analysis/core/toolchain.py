@@ -15,6 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.core import files
+
 BASE_CFLAGS = ("-O3", "-march=armv8-a+sve", "-std=gnu11", "-Wall", "-Wextra")
 OBJDUMP = "aarch64-linux-gnu-objdump"
 FIX = "run ./harness setup (or: apt-get install gcc-aarch64-linux-gnu qemu-user)"
@@ -125,12 +127,9 @@ def installed_compiler_versions() -> dict[str, str]:
 
 def write_stamp(path: Path, text: str) -> None:
     """Rewrite a stamp only when its content changes, so its mtime marks real upgrades."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and path.read_text() == text:
         return
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    files.write_text_atomic(path, text)
 
 
 def sha256(path: Path) -> str:

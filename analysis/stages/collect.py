@@ -16,7 +16,7 @@ import pandas as pd
 
 from analysis.backends import perf
 from analysis.backends.registry import all_jobs
-from analysis.core import config, table
+from analysis.core import config, files, table
 from analysis.stages import parse, rawcheck, subtract
 
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         prov = pd.DataFrame([row for d in docs for row in provenance_rows(d)])
         table.write_provenance(prov, ns.provenance)
         table.write_counts(counts, ns.counts)
-    except (rawcheck.RawError, config.ConfigError, table.TableError, ValueError, KeyError) as e:
+    except (rawcheck.RawError, config.ConfigError, table.TableError, files.WriteError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"collect: {len(counts)} rows from {len(docs)} jobs -> {ns.counts}", file=sys.stderr)

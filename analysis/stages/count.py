@@ -19,7 +19,7 @@ from pathlib import Path
 
 from analysis.backends import Plan, Ready, RunError, clean_stale_stages, exit_on_signals, write_raw
 from analysis.backends.registry import REGISTRY
-from analysis.core import config, mpi, toolchain
+from analysis.core import config, files, mpi, toolchain
 from analysis.stages import build
 
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         run(plan, ns.out)
-    except (toolchain.ToolchainError, RunError) as e:
+    except (toolchain.ToolchainError, RunError, files.WriteError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.core import config, table
+from analysis.core import config, files, table
 from analysis.core.toolchain import OBJDUMP
 from analysis.stages.plotplan import Cell
 
@@ -244,7 +244,7 @@ def cell_from_args(ns: argparse.Namespace, counts: pd.DataFrame, sweep: config.S
 def write_cells(sweep: config.Sweep, counts: pd.DataFrame, prov: pd.DataFrame, cells: list[Cell], out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     for cell in cells:
-        (out_dir / f"{cell.slug}.md").write_text(explain(cell, sweep, counts, prov))
+        files.write_text_atomic(out_dir / f"{cell.slug}.md", explain(cell, sweep, counts, prov))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,7 +276,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(text, end="")
     if ns.markdown:
-        ns.markdown.write_text(text)
+        # Into a folder that does not exist yet too (it was a FileNotFoundError traceback).
+        try:
+            files.write_text_atomic(ns.markdown, text)
+        except files.WriteError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -9,6 +9,7 @@ module name (snakemake_logger_plugin_<name>).
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,34 @@ from snakemake_logger_plugin_rich.event_handler import EventHandler
 __all__ = ["LogHandler"]
 
 
+# Below this many free bytes a log that stayed empty is blamed on the disk: the job's own
+# error line could not be written either.
+FULL_DISK_BYTES = 64 * 1024
+
+
 def last_line(paths: list[str]) -> str:
     for path in paths:
         p = Path(path)
         lines = [ln for ln in p.read_text(errors="replace").splitlines() if ln.strip()] if p.is_file() else []
         if lines:
             return lines[-1].strip()
+    for path in paths:
+        full = no_space(Path(path).parent)
+        if full:
+            return full
     return "(empty log)"
+
+
+def no_space(folder: Path) -> str | None:
+    """Why a job's log is empty when the disk holding it is full (the job's message was lost)."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None
+    if free >= FULL_DISK_BYTES:
+        return None
+    return (f"no space left on the device of {folder} ({free // 1024} KiB free; the job's log stayed empty): "
+            "free some space or choose another results_dir, then run again")
 
 
 class OneLineFailures(EventHandler):
