@@ -115,7 +115,10 @@ def build(sweep: config.Sweep) -> str:
     res = sweep.results_dir
     summary_md = res / "summary.md"
     if not summary_md.exists() and not (res / "perf_summary.md").exists():
-        raise config.ConfigError(f"no results in {res} (no summary.md): run ./harness sweep --config {sweep.path} first")
+        kept = sorted((res / "kept").glob("*/report.html"))  # the last good set of a failed sweep
+        where = f"; the last good report is {kept[-1]}" if kept else ""
+        raise config.ConfigError(f"no results in {res} (no summary.md): run ./harness sweep --config {sweep.path} "
+                                 f"first{where}")
     for name in table.CHECKED_TABLES:  # the page shows what they say: never an edited or truncated one
         table.verify(res / name)
     summary = EXPLAIN_LINK.sub(r'href="#explain-\1"', markdown(summary_md.read_text())) if summary_md.exists() else ""
