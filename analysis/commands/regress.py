@@ -109,7 +109,7 @@ def libc_version(compiler: str) -> str:
     libc_a = subprocess.run([*comp.cc, "-print-file-name=libc.a"], capture_output=True, text=True).stdout.strip()
     pkg = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "libc6-dev-arm64-cross"],
                          capture_output=True, text=True)
-    digest = toolchain.sha256(Path(libc_a))[:16] if Path(libc_a).is_file() else "no libc.a"
+    digest = files.sha256(Path(libc_a))[:16] if Path(libc_a).is_file() else "no libc.a"
     return f"{pkg.stdout.strip() or 'unknown'} libc.a:{digest}"
 
 

@@ -6,6 +6,7 @@ path and the cause, so a failed write leaves neither a half file nor a stray tem
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -53,3 +54,11 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     write_atomic(path, lambda tmp: tmp.write_text(text))
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

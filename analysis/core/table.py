@@ -8,7 +8,6 @@ matches it: an edited or truncated table is never plotted, reported or explained
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pandas as pd
@@ -35,14 +34,6 @@ class TableError(Exception):
     pass
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def checksum_path(path: Path) -> Path:
     return path.with_name(path.name + CHECKSUM_SUFFIX)
 
@@ -51,7 +42,7 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
     files.write_atomic(path, lambda tmp: df.to_csv(tmp, index=False))
     if path.name in CHECKED_TABLES:
         # After the table: a stop between the two leaves a mismatch, which is rebuilt, never trusted.
-        files.write_text_atomic(checksum_path(path), f"{sha256_file(path)}  {path.name}\n")
+        files.write_text_atomic(checksum_path(path), f"{files.sha256(path)}  {path.name}\n")
 
 
 def verify(path: Path) -> None:
@@ -64,7 +55,7 @@ def verify(path: Path) -> None:
     except (OSError, IndexError):
         raise TableError(f"{path} has no checksum file {side.name} (written by hand or by an older harness): "
                          "rebuild it with ./harness sweep") from None
-    if sha256_file(path) != want:
+    if files.sha256(path) != want:
         raise TableError(f"{path} was changed after the harness wrote it (edited or truncated: its checksum differs "
                          f"from {side.name}): rebuild it with ./harness sweep") from None
 

@@ -8,7 +8,6 @@ fix in one line before any job runs; each backend checks its own tools
 from __future__ import annotations
 
 import functools
-import hashlib
 import platform
 import shutil
 import subprocess
@@ -132,9 +131,3 @@ def write_stamp(path: Path, text: str) -> None:
     files.write_text_atomic(path, text)
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

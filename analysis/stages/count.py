@@ -73,7 +73,7 @@ def write_plans(sweep: config.Sweep, ready: dict[str, Ready], jobs: list[config.
 def run(plan: Plan, out: Path) -> None:
     """Run a planned job through its backend and write its raw file."""
     extra, records = REGISTRY[plan.backend].run_job(plan, sys.stderr)
-    meta = {**plan.meta, "binary_sha256": toolchain.sha256(Path(plan.binary)), **extra}
+    meta = {**plan.meta, "binary_sha256": files.sha256(Path(plan.binary)), **extra}
     write_raw(out, meta, records)
 
 
