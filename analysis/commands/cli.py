@@ -161,7 +161,8 @@ def cmd_report(ns: argparse.Namespace) -> int:
     """results/report.html from what the last sweep of this configuration left in its results."""
     sweep = config.load(ns.config, config.parse_overrides(ns.set))
     lock = keep.ResultsLock(sweep.results_dir)
-    say(lock.acquire(f"./harness report --config {ns.config}"))
+    if sweep.results_dir.is_dir():  # else there is nothing to report, and nothing is created to say so
+        say(lock.acquire(f"./harness report --config {ns.config}"))
     try:
         page = report.write(sweep)
         keep.update_good(sweep.results_dir, report.NAME)  # written from the good set: it belongs to it
