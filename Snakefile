@@ -16,12 +16,17 @@ include: "rules/collect.smk"
 include: "rules/plot.smk"
 
 
+# Every count job's raw file, asked for directly: one that went missing is counted again (as
+# inputs of collect only, Snakemake would take the table that exists for up to date).
+rule raw_all:
+    input:
+        [job_output(j) for j in JOBS],
+
+
 # Everything but the native perf measurements (bench times the two apart).
 rule counts_all:
     input:
-        # Asked for directly, so a raw file that went missing is counted again (as inputs of
-        # collect only, Snakemake would take the table that exists for up to date).
-        raw=[job_output(j) for j in JOBS],
+        raw=rules.raw_all.input,
         counts=f"{RESULTS}/counts.csv",
         provenance=f"{RESULTS}/provenance.csv",
         figures=FIGURES,

@@ -207,3 +207,96 @@ def test_a_killed_command_takes_its_snakemake_down(tmp_path: Path) -> None:
     assert not guard.snakemake_running(), "Snakemake runs on after its command was killed"
     assert not (running & _owned_stages())
     assert not list((REPO / ".snakemake" / "locks").glob("*.lock"))
+
+
+# ---- the module's own rules, without a sweep ----
+
+def fake_set(results: Path, text: str) -> None:
+    """A results folder as a sweep leaves it: tables with their checksums, a figure, a raw file."""
+    import pandas as pd
+
+    table.write_csv(pd.DataFrame({"value": [text]}), results / "counts.csv")
+    (results / "figures").mkdir(parents=True, exist_ok=True)
+    (results / "figures" / "f.png").write_text(text)
+    (results / "raw").mkdir(exist_ok=True)
+    (results / "raw" / "job.json").write_text(text)
+
+
+def test_a_run_of_part_of_the_workflow_does_not_supersede_the_rest_of_the_kept_set(tmp_path: Path) -> None:
+    """Found in review: after a failure, a run of one target (`-- perf_all`) that finished
+    deleted the kept copy of every table and figure it had not written again."""
+    fake_set(tmp_path, "good")
+    keep.record_good(tmp_path, "c.yaml", None)
+    kept = keep.snapshot(tmp_path)
+    assert kept is not None
+    keep.after_failure(tmp_path, kept)
+    assert not (tmp_path / "counts.csv").exists() and (kept / "counts.csv").exists()
+    kept_again = keep.snapshot(tmp_path)  # the next run: the same set, kept once
+    assert kept_again == kept
+    (tmp_path / "perf_summary.md").write_text("only this part ran")
+    line = keep.record_good(tmp_path, "c.yaml", kept_again)
+    assert line is not None and str(kept) in line
+    assert (kept / "counts.csv").read_text().endswith("good\n") and (kept / "figures" / "f.png").exists()
+    assert not (kept / "raw" / "job.json").exists()  # in place again: that copy was superseded
+
+
+def test_without_hard_links_the_set_is_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found in review: on a filesystem without hard links every sweep after the first ended in
+    a traceback before Snakemake started."""
+    import errno
+
+    fake_set(tmp_path, "good")
+    keep.record_good(tmp_path, "c.yaml", None)
+
+    def no_links(src: object, dst: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(keep.os, "link", no_links)
+    kept = keep.snapshot(tmp_path)
+    assert kept is not None and (kept / "figures" / "f.png").read_text() == "good"
+    assert "are kept in" in (keep.after_failure(tmp_path, kept) or "")
+    assert (kept / "counts.csv").exists() and not (tmp_path / "counts.csv").exists()
+
+
+def test_regress_holds_its_results_folder_lock(tmp_path: Path) -> None:
+    """Found in review: regress moved a folder's tables with no lock, under a running sweep."""
+    from analysis.commands import regress
+
+    reg = regress.load("configs/regress.yaml", {"results_dir": str(tmp_path / "r")})
+    lock = keep.ResultsLock(reg.work_dir)
+    lock.acquire("a sweep of the regression set")
+    try:
+        with pytest.raises(keep.LockError, match="another command is writing"):
+            regress.run_sweep(reg, 1)
+    finally:
+        lock.release()
+
+
+def test_snakemake_stops_even_when_the_command_was_started_with_sigint_ignored(tmp_path: Path) -> None:
+    """Found in review: `nohup ./harness sweep &` starts with SIGINT ignored, which Snakemake
+    inherited, so the SIGINT it was handed did nothing (it ran on to the grace period's end)."""
+    child = "import signal, time\ntime.sleep(60)\n"
+    script = ("import signal, sys\nsys.path.insert(0, sys.argv[1])\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+              "from analysis.commands import guard\n"
+              f"try:\n    guard.run([sys.executable, '-c', {child!r}])\nexcept guard.Interrupted as e:\n"
+              "    print('stopped', e.signum)\n")
+    proc = subprocess.Popen([PY, "-c", script, str(REPO)], stdout=subprocess.PIPE, text=True)
+    time.sleep(2)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert out.strip() == f"stopped {int(signal.SIGTERM)}"
+    assert time.monotonic() - start < 20, "the child ignored the SIGINT it was handed"
+
+
+@pytest.mark.parametrize("args, nothing", [
+    (["-n"], True), (["--dry-run"], True), (["--dryrun"], True), (["-np"], True), (["counts_all", "--list"], True),
+    (["--summary"], True), (["--lint"], True), (["--unlock"], True), (["counts_all"], False), ([], False),
+    (["--keep-going"], False), (["-p"], False),
+])
+def test_runs_that_write_nothing_are_recognised(args: list[str], nothing: bool) -> None:
+    """Found in review: `-- --dryrun` and `-- -np` took the lock, set tables aside and rewrote
+    the report."""
+    from analysis.commands import cli
+
+    assert cli.writes_nothing(args) is nothing

@@ -215,7 +215,7 @@ def test_a_sweep_blocked_by_another_run_in_the_tree_names_it(monkeypatch: pytest
     monkeypatch.setattr(regress.subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 1, stdout="", stderr=""))
     monkeypatch.setattr(regress.guard, "snakemake_running", lambda root=None: [4242])
-    monkeypatch.setattr(regress.guard, "mark_stale", lambda d: None)
+    monkeypatch.setattr(regress.keep, "after_failure", lambda d, kept: None)
     with pytest.raises(regress.RegressError, match=r"another Snakemake is running in .* \(pid 4242\)"):
         regress.run_sweep(reg, 1)
 

@@ -453,7 +453,7 @@ def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path)
     assert not (running & _owned_stages())
     from analysis.commands import guard
 
-    guard.check_lock()  # no stale lock left in the tree
+    assert guard.check_lock() is None  # no stale lock left in the tree to take over
 
 
 # ---- 4. bad input: one line naming the fix, before any work ----

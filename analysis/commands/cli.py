@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from analysis.backends import RunError, clean_stale_stages, perf, qemu, registry
 from analysis.commands import guard, keep, regress, report, slurm
@@ -57,23 +58,23 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     sweep = validate(ns.config, overrides)
     jobs = sweep.jobs()
     runs = sum(len(j.runs) for j in jobs)
-    if WRITES_NOTHING & set(ns.snakemake_args):  # a dry run or an unlock: nothing to guard
+    if writes_nothing(ns.snakemake_args):  # a dry run, a listing, an unlock: nothing to guard
         return run_snakemake(ns, sweep, overrides, on_slurm)
     lock = keep.ResultsLock(sweep.results_dir)
     took_over = lock.acquire(f"./harness sweep --config {ns.config}")
     try:
-        if took_over:
-            print(took_over, file=sys.stderr, flush=True)
+        say(took_over)
         for line in keep.set_aside_edited(sweep.results_dir):
-            print(line, file=sys.stderr, flush=True)
+            say(line)
         print(f"sweep {ns.config}: {len(jobs)} count jobs, {runs} runs, results in {sweep.results_dir}", flush=True)
         say_perf_plan(sweep)
         kept = keep.snapshot(sweep.results_dir)
         try:
-            rc = run_snakemake(ns, sweep, overrides, on_slurm)
+            rc = run_snakemake(ns, sweep, overrides, on_slurm, lock.fileno())
             if rc == 0:
-                page = report.write(sweep)
-                keep.record_good(sweep.results_dir, str(ns.config), kept)
+                with guard.signals_held():  # the report and the record of the new good set, whole
+                    page = report.write(sweep)
+                    say(keep.record_good(sweep.results_dir, str(ns.config), kept))
                 print(f"report: {page}", flush=True)
         except guard.Interrupted as e:
             raise guard.Interrupted(e.signum, keep.after_failure(sweep.results_dir, kept) or "") from None
@@ -90,7 +91,8 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
 
 
 def run_snakemake(ns: argparse.Namespace, sweep: config.Sweep, overrides: dict[str, str],
-                  on_slurm: slurm.Plan | None) -> int:
+                  on_slurm: slurm.Plan | None, lock_fd: int | None = None) -> int:
+    """`lock_fd`: the results folder's lock, which Snakemake inherits (it outlives a killed command)."""
     before = snakemake_logs()
     try:
         if on_slurm:
@@ -99,20 +101,35 @@ def run_snakemake(ns: argparse.Namespace, sweep: config.Sweep, overrides: dict[s
             return slurm.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args, slurm=True), on_slurm)
         # Targets first: Snakemake 9's --logger takes several names and would read a target after it as one.
         return guard.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args + logger_args(ns.verbose)),
-                         env=snakemake_env())
+                         env=snakemake_env(), pass_fds=() if lock_fd is None else (lock_fd,))
     finally:
         kept = keep_full_log(before, sweep.results_dir)
         if kept:
-            print(f"full log: {kept}", flush=True)
+            say(f"full log: {kept}", sys.stdout)
 
 
-def say(line: str | None) -> None:
-    if line:
-        print(line, file=sys.stderr, flush=True)
+def say(line: str | None, stream: TextIO = sys.stderr) -> None:
+    """One line, if any. A terminal that hung up (SIGHUP) cannot take it: that must not turn a
+    clean stop into a traceback."""
+    if not line:
+        return
+    try:
+        print(line, file=stream, flush=True)
+    except OSError:
+        pass
 
 
-# Snakemake runs that write nothing: no lock, no kept set, no report.
-WRITES_NOTHING = {"--unlock", "--dry-run", "-n"}
+# Snakemake options under which it writes nothing (no lock, no kept set, no report): dry runs
+# (also as a cluster of short flags, -np), listings, summaries, graphs, lint, unlock.
+WRITES_NOTHING = {"--dry-run", "--dryrun", "--unlock", "--list", "--list-rules", "-l", "--list-target-rules", "--lt",
+                  "--summary", "-S", "--detailed-summary", "-D", "--lint", "--dag", "--rulegraph", "--filegraph",
+                  "--d3dag", "--list-changes", "--lc", "--list-code-changes", "--list-input-changes",
+                  "--list-params-changes", "--list-untracked", "--lu", "--cleanup-metadata", "--cm"}
+
+
+def writes_nothing(snakemake_args: list[str]) -> bool:
+    return any(a in WRITES_NOTHING or (a.startswith("-") and not a.startswith("--") and "n" in a[1:])
+               for a in snakemake_args)
 
 
 # Our logger plugin (the rich plugin plus steps done of total and time left) lives here.
@@ -359,8 +376,8 @@ def main(argv: list[str] | None = None) -> int:
 def stopped(cmd: str, e: guard.Interrupted) -> int:
     """One line for a command stopped by a signal; the exit status says which (128 + its number)."""
     detail = f"; {e.detail}" if e.detail else ""
-    print(f"interrupted: ./harness {cmd} stopped by {signal.Signals(e.signum).name}{detail}; run it again to resume "
-          "(finished steps are kept)", file=sys.stderr)
+    say(f"interrupted: ./harness {cmd} stopped by {signal.Signals(e.signum).name}{detail}; run it again to resume "
+        "(finished steps are kept)")
     return 128 + e.signum
 
 

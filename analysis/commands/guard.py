@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Callable, Iterator
 from contextlib import contextmanager
 
-from analysis.commands import keep
 from analysis.core.config import REPO
 
 LOCK_DIR = REPO / ".snakemake" / "locks"
@@ -145,6 +144,16 @@ STOP_GRACE_SECONDS = 60
 
 
 @contextmanager
+def signals_held() -> Iterator[None]:
+    """Stop signals wait until a short step that must not be cut in half is done."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+@contextmanager
 def forwarded_signals(proc: subprocess.Popen) -> Iterator[list[int]]:
     """While Snakemake runs: each stop signal is noted and handed to its process group as SIGINT
     (a second one terminates the group); yields the signals caught."""
@@ -174,8 +183,12 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _stop_with_parent(parent: int) -> Callable[[], None]:
-    """What the child runs before exec: a SIGINT when the command dies, whatever kills it."""
+    """What the child runs before exec: a SIGINT when the command dies, whatever kills it. A
+    command started with SIGINT ignored (`nohup ... &`) would hand that on, and blocked
+    signals too (run() blocks them around the start): both are reset first."""
     def arm() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT)
         if os.getppid() != parent:  # it died before the request took effect
             os.kill(os.getpid(), signal.SIGINT)
@@ -186,8 +199,16 @@ def run(cmd: list[str], **kwargs: object) -> int:
     """Run Snakemake in the foreground, in a process group of its own. On a stop signal it gets
     a SIGINT: wait until it has stopped its jobs and released its lock (at most
     STOP_GRACE_SECONDS, then its group is ended), then raise Interrupted."""
-    proc = subprocess.Popen(cmd, process_group=0, preexec_fn=_stop_with_parent(os.getpid()), **kwargs)
+    # A stop signal between the start and the handlers would miss Snakemake (its own group):
+    # held back until the handlers are in place.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        proc = subprocess.Popen(cmd, process_group=0, preexec_fn=_stop_with_parent(os.getpid()), **kwargs)
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        raise
     with forwarded_signals(proc) as caught:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         deadline = None
         while True:
             try:
@@ -213,9 +234,3 @@ def end_group(proc: subprocess.Popen) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.5)
-
-
-def mark_stale(results_dir: Path) -> str | None:
-    """A failed run's tables and figures leave the folder (they are moved to `failed/`), so
-    nothing out of date looks current; returns the line that says so."""
-    return keep.after_failure(results_dir, None)

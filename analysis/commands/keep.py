@@ -19,6 +19,7 @@ before a sweep, so it is rebuilt from the raw records instead of being plotted.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -69,6 +70,10 @@ class ResultsLock:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             handle.close()
+            if holder.startswith("pid ") and not _alive(holder):
+                # Its Snakemake inherited the lock and still finishes the jobs it was running.
+                raise LockError(f"a stopped command's Snakemake is still finishing its running jobs in "
+                                f"{self.results_dir} ({holder}): wait for it to end; nothing was touched") from None
             raise LockError(f"another command is writing {self.results_dir} ({holder}): wait for it to finish; "
                             "nothing was touched") from None
         handle.seek(0)
@@ -81,6 +86,12 @@ class ResultsLock:
         if previous and not _alive(previous):
             return f"took over the lock of a stopped command on {self.results_dir} ({previous})"
         return None
+
+    def fileno(self) -> int:
+        """The lock's descriptor, for Snakemake to inherit: the lock then lasts as long as it
+        runs, even when the command is killed before it."""
+        assert self.handle is not None
+        return self.handle.fileno()
 
     def release(self) -> None:
         if self.handle is None:
@@ -123,17 +134,30 @@ def _identity(path: Path) -> list[int]:
     return [st.st_size, st.st_mtime_ns]
 
 
-def record_good(results_dir: Path, config_path: str, superseded: Path | None) -> None:
-    """After a sweep that finished: its set is the last good one, and the kept copy of the set
-    it replaced (`superseded`, what `snapshot` returned) goes: a complete run supersedes it."""
+def record_good(results_dir: Path, config_path: str, superseded: Path | None) -> str | None:
+    """After a sweep that finished: what is in place is the last good set. The kept copy of the
+    set before it (`superseded`, what `snapshot` returned) goes as far as the new set has each
+    of its files in place; a run of part of the workflow (one target) leaves the rest kept.
+    Returns a line when something stays kept."""
     good = {"made": _stamp(), "config": config_path,
             "files": {str(f): _identity(results_dir / f) for f in _files(results_dir, DERIVED + [RAW])}}
     if superseded is not None and superseded.name == good["made"]:
         good["made"] += f"-{os.getpid()}"  # two sweeps within a second: their kept sets stay apart
     files.write_text_atomic(results_dir / GOOD, json.dumps(good, indent=1) + "\n")
-    if superseded is not None:
+    if superseded is None or not superseded.is_dir():
+        return None
+    left = [rel for rel in _files(superseded, DERIVED + [RAW]) if not (results_dir / rel).exists()]
+    if not left:
         shutil.rmtree(superseded, ignore_errors=True)
         _remove_if_empty(results_dir / KEPT)
+        return None
+    for rel in _files(superseded, DERIVED + [RAW]):
+        if (results_dir / rel).exists():
+            (superseded / rel).unlink()
+    for name in DERIVED + [RAW]:
+        if (superseded / name).is_dir():
+            _remove_empty_dirs(superseded / name)
+    return f"{len(left)} files of the earlier good set that this run did not write again stay in {superseded}"
 
 
 def update_good(results_dir: Path, name: str) -> None:
@@ -166,11 +190,22 @@ def snapshot(results_dir: Path) -> Path | None:
         if dst.exists() or not src.is_file() or _identity(src) != ident:
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
-        os.link(src, dst)
+        _link_or_copy(src, dst)
     if not kept.is_dir():
         return None
     (kept / GOOD).write_text(json.dumps(good, indent=1) + "\n")
     return kept
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """A hard link costs no disk; a filesystem without them (vfat, some network mounts) or a
+    folder on another device gets a copy."""
+    try:
+        os.link(src, dst)
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EXDEV, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOTSUP):
+            raise
+        shutil.copy2(src, dst)
 
 
 def _unrecorded(results_dir: Path) -> dict | None:
@@ -201,7 +236,7 @@ def after_failure(results_dir: Path, kept: Path | None) -> str | None:
         if not moved:
             shutil.rmtree(failed, ignore_errors=True)
         (failed / rel).parent.mkdir(parents=True, exist_ok=True)
-        src.replace(failed / rel)
+        shutil.move(src, failed / rel)  # a rename, or a copy where a folder is on another device
         moved += 1
     for name in DERIVED:
         if (results_dir / name).is_dir():
@@ -241,6 +276,6 @@ def set_aside_edited(results_dir: Path) -> list[str]:
         except table.TableError as e:
             aside = results_dir / SET_ASIDE / _stamp()
             aside.mkdir(parents=True, exist_ok=True)
-            path.replace(aside / name)
+            shutil.move(path, aside / name)
             lines.append(f"{e}; moved it to {aside / name} and rebuilding it from the raw records")
     return lines

@@ -33,7 +33,7 @@ import yaml
 
 import analysis
 from analysis.backends import registry
-from analysis.commands import guard
+from analysis.commands import guard, keep
 from analysis.core import config, files, table, toolchain
 
 REPO = config.REPO
@@ -133,14 +133,30 @@ def differing_parts(golden: dict[str, Any], now: dict[str, Any]) -> list[str]:
 
 
 def run_sweep(reg: Regression, cores: int) -> pd.DataFrame:
+    """Recount the regression set into its own results folder, under that folder's lock and
+    with its last good set kept as a sweep keeps it (analysis.commands.keep)."""
     over = {"results_dir": str(reg.sweep.results_dir), "build_dir": str(reg.sweep.build_dir)}
-    proc = subprocess.run(guard.snakemake_cmd(str(reg.sweep.path), over, cores, [str(reg.work_dir / "counts.csv"), "--quiet", "all"]),
-                          cwd=REPO, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = guard.failure_tail(proc)
-        stale = guard.mark_stale(reg.work_dir)
-        raise RegressError("the regression sweep failed:\n" + "\n".join(tail + ([stale] if stale else [])))
-    return select(reg, table.read_counts(reg.work_dir / "counts.csv"))
+    lock = keep.ResultsLock(reg.work_dir)
+    took_over = lock.acquire(f"./harness regress --config {reg.sweep.path}")
+    try:
+        if took_over:
+            print(took_over, file=sys.stderr, flush=True)
+        for line in keep.set_aside_edited(reg.work_dir):
+            print(line, file=sys.stderr, flush=True)
+        kept = keep.snapshot(reg.work_dir)
+        # raw_all too: a raw file that went missing is counted again, not taken as up to date.
+        targets = ["raw_all", str(reg.work_dir / "counts.csv"), "--quiet", "all"]
+        proc = subprocess.run(guard.snakemake_cmd(str(reg.sweep.path), over, cores, targets),
+                              cwd=REPO, capture_output=True, text=True, pass_fds=(lock.fileno(),))
+        if proc.returncode != 0:
+            tail = guard.failure_tail(proc)
+            where = keep.after_failure(reg.work_dir, kept)
+            raise RegressError("the regression sweep failed:\n" + "\n".join(tail + ([where] if where else [])))
+        counts = select(reg, table.read_counts(reg.work_dir / "counts.csv"))
+        keep.record_good(reg.work_dir, str(reg.sweep.path), kept)
+        return counts
+    finally:
+        lock.release()
 
 
 def select(reg: Regression, counts: pd.DataFrame) -> pd.DataFrame:
@@ -345,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             print(bless(reg, ns.cores))
             return 0
         return regress(reg, ns.cores, accept_tolerance=ns.accept_tolerance)
-    except (RegressError, config.ConfigError, toolchain.ToolchainError, guard.LockError, files.WriteError) as e:
+    except (RegressError, config.ConfigError, toolchain.ToolchainError, guard.LockError, keep.LockError, files.WriteError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
