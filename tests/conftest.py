@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,21 @@ def binaries(work: Path, all_sweep: config.Sweep) -> Callable[..., Path]:
 @pytest.fixture(scope="session")
 def plugin_dir(binaries: Callable[..., Path], all_sweep: config.Sweep) -> Path:
     return build.plugin_path(all_sweep.build_dir, "inscount").parent
+
+
+def path_without(where: Path, *tools: str) -> str:
+    """A PATH that finds every command of this one except `tools`: a directory of links to the
+    first of each name on PATH. A refusal that must come before a tool check is tested with the
+    tool absent, whether or not this machine has it (a fresh one has no autoconf; this one may)."""
+    where.mkdir(parents=True, exist_ok=True)
+    for d in os.environ["PATH"].split(os.pathsep):
+        if not Path(d).is_dir():
+            continue
+        for exe in Path(d).iterdir():
+            link = where / exe.name
+            if exe.name not in tools and not link.is_symlink() and os.access(exe, os.X_OK) and not exe.is_dir():
+                link.symlink_to(exe)
+    return str(where)
 
 
 def decode_driver_cmd(out: Path) -> list[str]:
