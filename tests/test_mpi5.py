@@ -236,7 +236,7 @@ def test_ompi5_refuses_too_little_disk_before_creating_anything(tmp_path: Path) 
     assert not (tmp_path / "cache").exists()
 
 
-@pytest.mark.skipif(not os.environ.get("OMPI_SRC"), reason="needs OMPI_SRC (a v5.0.9 checkout with submodules)")
+@pytest.mark.skipif(not os.environ.get("OMPI_SRC"), reason="needs OMPI_SRC, a v5.0.9 checkout with submodules (run git clone --recursive --branch v5.0.9 https://github.com/open-mpi/ompi.git and set OMPI_SRC to it)")
 def test_ompi5_refuses_a_submodule_at_another_commit(tmp_path: Path) -> None:
     """The real tag with one submodule (prrte) replaced by a repository at another commit."""
     src = tmp_path / "src"

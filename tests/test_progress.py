@@ -24,7 +24,7 @@ def sweep(work: Path, results: Path, *extra: str) -> list[str]:
 def on_terminal(work: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, int]:
     """The tiny sweep under a real terminal (script's pty): results dir, what the terminal got, exit code."""
     if shutil.which("script") is None:
-        pytest.skip("script (util-linux) not found")
+        pytest.skip("script is not installed (run apt-get install bsdutils)")
     tmp = tmp_path_factory.mktemp("tty")
     results = tmp / "r"
     proc = subprocess.run(["script", "-qec", " ".join(sweep(work, results)), str(tmp / "typescript")], cwd=REPO,
