@@ -139,6 +139,18 @@ def plugin_dir(binaries: Callable[..., Path], all_sweep: config.Sweep) -> Path:
     return build.plugin_path(all_sweep.build_dir, "inscount").parent
 
 
+# What a process started with an environment of its own still gets from the session: where
+# bytecode goes (./harness's PYTHONPYCACHEPREFIX, else none) and the session's staging tag.
+# Without them a Python started from `env={...}` wrote __pycache__ beside the sources and its
+# staging directories escaped the session's leftover check.
+SESSION_ENV = ("PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE", backends.STAGE_TAG_ENV)
+
+
+def own_env(**env: str) -> dict[str, str]:
+    """`env` plus what SESSION_ENV names from this session's environment."""
+    return {**{k: os.environ[k] for k in SESSION_ENV if k in os.environ}, **env}
+
+
 def path_without(where: Path, *tools: str) -> str:
     """A PATH that finds every command of this one except `tools`: a directory of links to the
     first of each name on PATH. A refusal that must come before a tool check is tested with the
