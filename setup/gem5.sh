@@ -49,10 +49,8 @@ if [[ -x "$BIN" ]] && stamp_current "$BIN" "$STAMP" "$PINNED_COMMIT"; then
     exit 0
 fi
 
-for tool in scons g++ m4 python3-config; do
-    command -v "$tool" >/dev/null 2>&1 || die "$tool not found; fix: setup/install.sh --with-gem5 (installs gem5's build dependencies)"
-done
-
+# Bad input (disk, a given source) is refused before the build tools are looked for, so a
+# machine that never ran --with-gem5 gets the refusal that names the input.
 need_disk "$DIR" "$NEED_GIB" "the gem5 build"
 
 # A given source is checked against the pinned release before anything is copied or built.
@@ -67,6 +65,11 @@ if [[ ! -f "$SRC/SConstruct" && -n "${GEM5_SRC:-}" ]]; then
             || bad "GEM5_SRC=$GEM5_SRC is not gem5 $VERSION (src/base/version.cc says otherwise)"
     fi
 fi
+
+# The build tools: only after the bad input above.
+for tool in scons g++ m4 python3-config; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool not found; fix: setup/install.sh --with-gem5 (installs gem5's build dependencies)"
+done
 
 mkdir -p "$DIR" || die "cannot create $DIR; set HARNESS_CACHE to a writable directory"
 if [[ ! -f "$SRC/SConstruct" ]]; then

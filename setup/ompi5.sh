@@ -41,7 +41,8 @@ UPSTREAM="https://github.com/open-mpi/ompi.git"
 NEED_GIB=${OMPI5_NEED_GIB:-3}
 
 die() { echo "$ME: $*" >&2; exit 1; }
-# Bad input (disk): exit 2 before anything under the cache is created.
+# Bad input (OMPI_SRC, disk): exit 2 before anything under the cache is created and before
+# any build tool is needed.
 bad() { echo "$ME: $*" >&2; exit 2; }
 say() { echo "$ME: $*" >&2; }
 
@@ -63,12 +64,6 @@ if stamp_current "$LIB" "$STAMP" "$PINNED_COMMIT"; then
     say "Open MPI $VERSION is built: $PREFIX"
     exit 0
 fi
-
-for tool in aarch64-linux-gnu-gcc autoconf automake libtoolize flex perl python3 make git; do
-    command -v "$tool" >/dev/null 2>&1 || die "$tool not found; fix: setup/install.sh --with-ompi5 (installs the build dependencies)"
-done
-[[ -f /usr/include/hwloc.h && -f /usr/lib/aarch64-linux-gnu/libhwloc.so ]] \
-    || die "the arm64 hwloc is missing; fix: setup/install.sh --with-ompi5"
 
 # Print why the git checkout $1 is not the pinned release (nothing when it is).
 source_problem() {
@@ -98,14 +93,28 @@ source_problem() {
         || { echo "$src has local changes to tracked files (git -C $src status)"; return; }
 }
 
+# Bad input first (a given source that is not the pinned release, too little disk): it is
+# refused before the build tools are looked for, so a machine without autoconf (one that never
+# ran --with-ompi5) gets the refusal that names the input, and nothing under the cache exists.
+# Only git is needed to check a source.
+if [[ -n "${OMPI_SRC:-}" ]]; then
+    [[ -f "$OMPI_SRC/VERSION" && -d "$OMPI_SRC/ompi" ]] || bad "OMPI_SRC=$OMPI_SRC is not an Open MPI source tree"
+    command -v git >/dev/null 2>&1 || die "git not found; fix: apt-get install git (needed to check OMPI_SRC)"
+    problem=$(source_problem "$OMPI_SRC")
+    [[ -z "$problem" ]] || bad "refusing OMPI_SRC: $problem"
+fi
 need_disk "$DIR" "$NEED_GIB" "the Open MPI build"
+
+for tool in aarch64-linux-gnu-gcc autoconf automake libtoolize flex perl python3 make git; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool not found; fix: setup/install.sh --with-ompi5 (installs the build dependencies)"
+done
+[[ -f /usr/include/hwloc.h && -f /usr/lib/aarch64-linux-gnu/libhwloc.so ]] \
+    || die "the arm64 hwloc is missing; fix: setup/install.sh --with-ompi5"
+
 mkdir -p "$DIR" || die "cannot create $DIR; set HARNESS_CACHE to a writable directory"
 
-# The source: checked against the pinned release before anything is built.
+# The source: a given one was checked above; a clone is checked before anything is built.
 if [[ -n "${OMPI_SRC:-}" ]]; then
-    [[ -f "$OMPI_SRC/VERSION" && -d "$OMPI_SRC/ompi" ]] || die "OMPI_SRC=$OMPI_SRC is not an Open MPI source tree"
-    problem=$(source_problem "$OMPI_SRC")
-    [[ -z "$problem" ]] || die "refusing OMPI_SRC: $problem"
     from="$OMPI_SRC"
 else
     clone="$DIR/clone"

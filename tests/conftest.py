@@ -3,16 +3,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import random
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import hygiene  # noqa: E402
+from analysis import backends  # noqa: E402
 from analysis.backends import qemu  # noqa: E402
 from analysis.core import config  # noqa: E402
 from analysis.stages import build  # noqa: E402
@@ -26,12 +31,59 @@ SNAKEMAKE = [PY, "-m", "snakemake"]
 OTHER_MARKER_BUILDS = ("vla", "vls512")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--shuffle", type=int, metavar="SEED",
+                     help="run the test files in a random order and each file's tests in a random order "
+                          "(no test may rely on another's leftovers); the same SEED repeats the order")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = config.getoption("--shuffle")
+    return None if seed is None else f"shuffled with --shuffle {seed}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--shuffle: files in a random order, each file's tests in a random order. A file's tests
+    stay together, so that its module-scoped fixtures (a build, a local Slurm) are made once."""
+    seed = config.getoption("--shuffle")
+    if seed is None:
+        return
+    rng = random.Random(seed)
+    by_file: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_file.setdefault(str(item.path), []).append(item)
+    files = list(by_file)
+    rng.shuffle(files)
+    items[:] = []
+    for f in files:
+        rng.shuffle(by_file[f])
+        items.extend(by_file[f])
+
+
 def snakemake(sweep: Path, build_dir: Path, results_dir: Path, targets: list[str] | None = None,
               extra: list[str] | None = None) -> subprocess.CompletedProcess:
     cmd = [*SNAKEMAKE, *(targets or []), *(extra or []), "--snakefile", str(REPO / "Snakefile"),
            "--directory", str(REPO), "--cores", "2",
            "--config", f"sweep={sweep}", f"build_dir={build_dir}", f"results_dir={results_dir}"]
     return subprocess.run(cmd, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def leaves_nothing_behind() -> Iterator[None]:
+    """The session leaves no staging directory of its own in /tmp, nothing in the repository's
+    results/ and build/, no new file in the tree (tests/hygiene.py says what is checked and
+    what is allowed). Checked whatever tests ran, in whatever order: a failure here is an
+    error at the teardown of the session's last test, listing what was left."""
+    tag = f"pytest-{os.getpid()}-{time.time_ns()}"
+    # Inherited by every process the session starts (sweeps, Snakemake jobs): their staging
+    # directories carry the tag, so other sessions' ones in the shared /tmp are not counted.
+    os.environ[backends.STAGE_TAG_ENV] = tag
+    # Bytecode beside the sources is checked only when this session keeps it elsewhere, as
+    # ./harness does (PYTHONPYCACHEPREFIX); a bare `python -m pytest` writes it like any Python.
+    before = hygiene.snapshot(REPO, pycache_checked=bool(sys.pycache_prefix) or sys.dont_write_bytecode)
+    yield
+    left = hygiene.leftovers(REPO, before, tag)
+    assert not left, "the test session left behind:\n  " + "\n  ".join(left)
 
 
 @pytest.fixture(scope="session")
@@ -87,6 +139,33 @@ def binaries(work: Path, all_sweep: config.Sweep) -> Callable[..., Path]:
 @pytest.fixture(scope="session")
 def plugin_dir(binaries: Callable[..., Path], all_sweep: config.Sweep) -> Path:
     return build.plugin_path(all_sweep.build_dir, "inscount").parent
+
+
+# What a process started with an environment of its own still gets from the session: where
+# bytecode goes (./harness's PYTHONPYCACHEPREFIX, else none) and the session's staging tag.
+# Without them a Python started from `env={...}` wrote __pycache__ beside the sources and its
+# staging directories escaped the session's leftover check.
+SESSION_ENV = ("PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE", backends.STAGE_TAG_ENV)
+
+
+def own_env(**env: str) -> dict[str, str]:
+    """`env` plus what SESSION_ENV names from this session's environment."""
+    return {**{k: os.environ[k] for k in SESSION_ENV if k in os.environ}, **env}
+
+
+def path_without(where: Path, *tools: str) -> str:
+    """A PATH that finds every command of this one except `tools`: a directory of links to the
+    first of each name on PATH. A refusal that must come before a tool check is tested with the
+    tool absent, whether or not this machine has it (a fresh one has no autoconf; this one may)."""
+    where.mkdir(parents=True, exist_ok=True)
+    for d in os.environ["PATH"].split(os.pathsep):
+        if not Path(d).is_dir():
+            continue
+        for exe in Path(d).iterdir():
+            link = where / exe.name
+            if exe.name not in tools and not link.is_symlink() and os.access(exe, os.X_OK) and not exe.is_dir():
+                link.symlink_to(exe)
+    return str(where)
 
 
 def decode_driver_cmd(out: Path) -> list[str]:

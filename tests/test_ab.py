@@ -15,23 +15,40 @@ from conftest import PY, REPO
 FIXTURE = REPO / "tests" / "fixtures" / "ab" / "sweep.yaml"
 
 
-def harness_ab(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    proc = subprocess.run([PY, "-m", "analysis.commands.ab", *args, "--config", str(FIXTURE), "--out", str(tmp_path)],
+@pytest.fixture(scope="module")
+def ab_sweep(work: Path) -> Path:
+    """The fixture sweep, building into the session's tree: `ab` builds into its sweep's
+    build_dir, the repository's build/ in the fixture (as in configs/default.yaml), which the
+    tests used to leave full of their binaries."""
+    path = work / "ab-sweep.yaml"
+    text = FIXTURE.read_text()
+    for old, new in (("kernel_table: configs/kernels.yaml", f"kernel_table: {REPO / 'configs' / 'kernels.yaml'}"),
+                     ("extra_kernel_tables: [kernels.yaml]", f"extra_kernel_tables: [{FIXTURE.parent / 'kernels.yaml'}]"),
+                     ("build_dir: build", f"build_dir: {work / 'ab-build'}"),
+                     ("results_dir: results/ab-test", f"results_dir: {work / 'ab-results'}")):
+        assert old in text, old
+        text = text.replace(old, new)
+    path.write_text(text)
+    return path
+
+
+def harness_ab(sweep: Path, out: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    proc = subprocess.run([PY, "-m", "analysis.commands.ab", *args, "--config", str(sweep), "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True)
-    doc = json.loads((tmp_path / "ab.json").read_text()) if (tmp_path / "ab.json").exists() else {}
+    doc = json.loads((out / "ab.json").read_text()) if (out / "ab.json").exists() else {}
     return proc, doc
 
 
-def test_identical_lines_no_change_exit_0(tmp_path) -> None:
-    proc, doc = harness_ab(tmp_path, "buffer_is_zero/sve", "buffer_is_zero/sve", "--vl", "128,2048", "--size", "4096")
+def test_identical_lines_no_change_exit_0(ab_sweep: Path, tmp_path: Path) -> None:
+    proc, doc = harness_ab(ab_sweep, tmp_path, "buffer_is_zero/sve", "buffer_is_zero/sve", "--vl", "128,2048", "--size", "4096")
     assert proc.returncode == 0, proc.stderr
     assert [r["verdict"] for r in doc["rows"]] == ["no change"] * 2
     assert "| 128 | 4096 |" in proc.stdout and (tmp_path / "ab.png").stat().st_size > 0
 
 
-def test_extra_pass_counts_twice_exit_1(tmp_path) -> None:
+def test_extra_pass_counts_twice_exit_1(ab_sweep: Path, tmp_path: Path) -> None:
     """B runs the scalar kernel twice: exactly twice A's ROI net count, at every VL; CI fails."""
-    proc, doc = harness_ab(tmp_path, "buffer_is_zero/scalar", "buffer_is_zero/scalar_twice", "--vl", "128,1152",
+    proc, doc = harness_ab(ab_sweep, tmp_path, "buffer_is_zero/scalar", "buffer_is_zero/scalar_twice", "--vl", "128,1152",
                            "--size", "4096,65536")
     assert proc.returncode == 1, proc.stderr
     assert len(doc["rows"]) == 4
@@ -40,9 +57,9 @@ def test_extra_pass_counts_twice_exit_1(tmp_path) -> None:
     assert "B is worse than A" in proc.stdout
 
 
-def test_git_revision_of_the_kernel_source(tmp_path) -> None:
+def test_git_revision_of_the_kernel_source(ab_sweep: Path, tmp_path: Path) -> None:
     """The source at HEAD (committed) against the working tree's: the same code, no change."""
-    proc, doc = harness_ab(tmp_path, "buffer_is_zero/sve@HEAD", "buffer_is_zero/sve", "--vl", "256", "--size", "65536")
+    proc, doc = harness_ab(ab_sweep, tmp_path, "buffer_is_zero/sve@HEAD", "buffer_is_zero/sve", "--vl", "256", "--size", "65536")
     assert proc.returncode == 0, proc.stderr
     assert doc["rows"][0]["delta"] == 0 and doc["rows"][0]["a"] > 0
     assert list(tmp_path.glob("rev-*/kernels/zero/sve.c"))
@@ -86,13 +103,13 @@ def _perf_sweep() -> config.Sweep:
     return sweep
 
 
-def test_perf_identical_lines_interleaved_no_change(tmp_path) -> None:
+def test_perf_identical_lines_interleaved_no_change(ab_sweep: Path, tmp_path: Path) -> None:
     """Two identical host lines, A and B interleaved: every verdict 'no change', exit 0, and
     per-symbol sample counts at a fixed period that include the kernel."""
     status = perf.detect(_perf_sweep())
     if not status.host:
         pytest.skip("; ".join(status.messages))
-    proc, doc = harness_ab(tmp_path, "--perf", "buffer_is_zero/scalar", "buffer_is_zero/scalar", "--size", "65536",
+    proc, doc = harness_ab(ab_sweep, tmp_path, "--perf", "buffer_is_zero/scalar", "buffer_is_zero/scalar", "--size", "65536",
                            "--runs", "8", "--calls", "5")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert doc["order"] == ["A", "B"] * 8
@@ -102,9 +119,9 @@ def test_perf_identical_lines_interleaved_no_change(tmp_path) -> None:
     assert "-c 10000" in proc.stdout
 
 
-def test_line_that_fails_its_check_exits_3(tmp_path) -> None:
+def test_line_that_fails_its_check_exits_3(ab_sweep: Path, tmp_path: Path) -> None:
     """Not a verdict: the broken line's FAIL line is reported and CI sees exit 3, not 1."""
-    proc, doc = harness_ab(tmp_path, "buffer_is_zero/scalar", "buffer_is_zero/always_zero", "--vl", "128", "--size", "4096")
+    proc, doc = harness_ab(ab_sweep, tmp_path, "buffer_is_zero/scalar", "buffer_is_zero/always_zero", "--vl", "128", "--size", "4096")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "FAIL" in proc.stderr and "always_zero" in proc.stderr
     assert not doc

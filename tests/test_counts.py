@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -236,10 +237,20 @@ def test_the_replay_line_reproduces_the_cell(binaries, plugin_dir, tmp_path) -> 
     import json
 
     rec = run_cell(binaries("reduce", "acle"), plugin_dir, 384, 4100, (("op", "max"), ("dtype", "float"), ("nan", 1)))
-    proc = subprocess.run(["bash", "-c", rec["command_line"]], cwd=tmp_path, capture_output=True, text=True)
+    # mktemp, logging the staging directory it makes (other sessions' come and go in /tmp).
+    made = tmp_path / "made"
+    shim = tmp_path / "bin" / "mktemp"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nd=$({shutil.which("mktemp")} "$@") && echo "$d" >>{made} && echo "$d"\n')
+    shim.chmod(0o755)
+    proc = subprocess.run(["bash", "-c", rec["command_line"]], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     for client in ("inscount", "opcodes", "memory"):
         assert json.loads((tmp_path / "out" / f"{client}.json.0").read_text()) == rec[client], client
+    # The replay removes its staging directory (it was left in /tmp after every replay).
+    (stage,) = made.read_text().split()
+    assert stage.startswith("/tmp/sve-count-") and not Path(stage).exists(), stage
 
 
 def test_a_failing_run_of_a_batch_is_named(binaries, plugin_dir) -> None:

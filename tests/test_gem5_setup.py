@@ -14,7 +14,7 @@ import pytest
 
 from analysis.backends import gem5
 from analysis.core import config
-from conftest import REPO
+from conftest import REPO, path_without
 
 GEM5_SH = REPO / "setup" / "gem5.sh"
 VERSION = "v24.0.0.1"
@@ -76,7 +76,9 @@ def test_bad_input_exits_2_in_one_line_creating_nothing(env: dict[str, str], tmp
     else:
         src = plain_source(tmp_path / "src", version="23.1.0.0")
         extra, expect = {"GEM5_SRC": str(src)}, f"is not gem5 {VERSION}"
-    proc = run(env, **extra)
+    # Without gem5's build tools (a machine that never ran --with-gem5): bad input needs none.
+    bare = path_without(tmp_path / "bare", "scons", "g++", "m4", "python3-config")
+    proc = run(env, PATH=bare, **extra)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("setup/gem5.sh: ") and expect in lines[0], proc.stderr

@@ -20,7 +20,7 @@ import pytest
 from analysis.backends import qemu
 from analysis.core import config, decode, mpi
 from analysis.stages import build
-from conftest import REPO, snakemake
+from conftest import REPO, path_without, snakemake
 from disasm import OBJDUMP, run
 
 MPI_SWEEP = REPO / "configs" / "mpi.yaml"
@@ -184,8 +184,15 @@ def test_one_library_and_no_sve_of_our_own_in_the_neon_binary(mpi5_bin, sweep) -
 
 # --- setup/ompi5.sh refuses a source that is not the pinned release (no build needed) ---
 
-def ompi5_sh(tmp_path: Path, src: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache"), "OMPI_SRC": str(src)}
+# What only the build needs (setup/install.sh --with-ompi5 installs it): hidden from every
+# refusal below, which must come first (a fresh machine has none of it; it used to stop these
+# refusals at "autoconf not found").
+BUILD_TOOLS = ("aarch64-linux-gnu-gcc", "autoconf", "automake", "libtoolize", "flex", "make")
+
+
+def ompi5_sh(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache"),
+           "PATH": path_without(tmp_path / "path", *BUILD_TOOLS), **env}
     return subprocess.run([str(REPO / "setup" / "ompi5.sh")], env=env, capture_output=True, text=True)
 
 
@@ -202,26 +209,26 @@ def test_ompi5_refuses_a_source_at_another_commit(tmp_path: Path) -> None:
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "not the release"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    proc = ompi5_sh(tmp_path, src)
+    proc = ompi5_sh(tmp_path, OMPI_SRC=str(src))
     err = proc.stderr.strip().splitlines()
-    assert proc.returncode != 0 and len(err) == 1, proc.stderr
+    assert proc.returncode == 2 and len(err) == 1, proc.stderr
     assert f"is at commit {head}, not v5.0.9 (b79100b3fbbf45b3c6ed82a6b67b6346f8cfdc41)" in err[0], err
-    assert not (tmp_path / "cache" / "ompi-v5.0.9" / "src").exists()  # nothing copied, nothing built
+    assert not (tmp_path / "cache").exists()  # nothing created, copied or built
 
 
 def test_ompi5_refuses_a_tree_that_is_not_a_checkout(tmp_path: Path) -> None:
-    proc = ompi5_sh(tmp_path, fake_tree(tmp_path / "plain"))
-    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    proc = ompi5_sh(tmp_path, OMPI_SRC=str(fake_tree(tmp_path / "plain")))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "is not a git checkout; clone tag v5.0.9 with --recursive" in proc.stderr
-    proc = ompi5_sh(tmp_path, tmp_path / "nothing")
-    assert proc.returncode != 0 and "is not an Open MPI source tree" in proc.stderr
+    proc = ompi5_sh(tmp_path, OMPI_SRC=str(tmp_path / "nothing"))
+    assert proc.returncode == 2 and "is not an Open MPI source tree" in proc.stderr
+    assert not (tmp_path / "cache").exists()
 
 
 def test_ompi5_refuses_too_little_disk_before_creating_anything(tmp_path: Path) -> None:
     """Bad input like gem5.sh's: exit 2 with the GiB needed, and the cache directory untouched
     (it used to be created first, and the refusal exited 1)."""
-    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache"), "OMPI5_NEED_GIB": "1000000"}
-    proc = subprocess.run([str(REPO / "setup" / "ompi5.sh")], env=env, capture_output=True, text=True)
+    proc = ompi5_sh(tmp_path, OMPI5_NEED_GIB="1000000")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"setup/ompi5.sh: not enough disk at {tmp_path}: {proc.stderr.split(': ')[2].split(' GiB')[0]} GiB free, "
@@ -229,7 +236,7 @@ def test_ompi5_refuses_too_little_disk_before_creating_anything(tmp_path: Path) 
     assert not (tmp_path / "cache").exists()
 
 
-@pytest.mark.skipif(not os.environ.get("OMPI_SRC"), reason="needs OMPI_SRC (a v5.0.9 checkout with submodules)")
+@pytest.mark.skipif(not os.environ.get("OMPI_SRC"), reason="needs OMPI_SRC, a v5.0.9 checkout with submodules (run git clone --recursive --branch v5.0.9 https://github.com/open-mpi/ompi.git and set OMPI_SRC to it)")
 def test_ompi5_refuses_a_submodule_at_another_commit(tmp_path: Path) -> None:
     """The real tag with one submodule (prrte) replaced by a repository at another commit."""
     src = tmp_path / "src"
@@ -245,8 +252,8 @@ def test_ompi5_refuses_a_submodule_at_another_commit(tmp_path: Path) -> None:
         subprocess.run(["git", "-C", str(src / path), "update-ref", "--no-deref", "HEAD", want], check=True)
     other = subprocess.run(["git", "-C", str(src / "3rd-party/prrte"), "rev-parse", "HEAD~1"], capture_output=True, text=True).stdout.strip()
     subprocess.run(["git", "-C", str(src / "3rd-party/prrte"), "update-ref", "--no-deref", "HEAD", other], check=True)
-    proc = ompi5_sh(tmp_path, src)
-    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    proc = ompi5_sh(tmp_path, OMPI_SRC=str(src))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert f"submodule 3rd-party/prrte of {src} is at {other}, not the pinned 2e893392405afd914717a2c077accf1c1ec9ee55" in proc.stderr
 
 

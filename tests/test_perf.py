@@ -322,7 +322,9 @@ def test_slurm_profile_gives_measurements_a_whole_node(tmp_path: Path) -> None:
          "--config", f"sweep={REPO / 'configs' / 'a64fx.yaml'}", f"results_dir={tmp_path / 'r'}", f"build_dir={tmp_path / 'b'}"],
         capture_output=True, text=True, env=slurm.executor_env())  # the plugin is on the path with --slurm only
     if "perf: skipped" in proc.stderr and "measure_perf" not in proc.stdout:
-        pytest.skip("perf cannot count here, so the sweep has no measure jobs")
+        # The sweep's own line names why and the fix (perf missing, or not allowed to count).
+        why = next(ln for ln in proc.stderr.splitlines() if "perf: skipped" in ln)
+        pytest.skip(f"no measure jobs: {why.strip()}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     blocks = [b for b in proc.stdout.split("\n\n") if "rule measure_perf:" in b]
     assert blocks and all("cpus_per_task=48" in b and "slurm_extra=--exclusive" in b for b in blocks)

@@ -51,7 +51,7 @@ MEMCLASSES = [
 needs_tools = pytest.mark.skipif(
     not all(shutil.which(t) for t in
             ["gcc", CROSS + "gcc", CROSS + "as", OBJDUMP, QEMU]),
-    reason="needs gcc, the aarch64-linux-gnu toolchain and qemu-aarch64")
+    reason="needs gcc, the aarch64-linux-gnu toolchain and qemu-aarch64 (run ./harness setup)")
 pytestmark = needs_tools
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PY, REPO
+from conftest import PY, REPO, own_env
 
 TINY = REPO / "configs" / "tiny.yaml"
 
@@ -21,20 +21,24 @@ def sweep(work: Path, results: Path, *extra: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def on_terminal(work: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, int]:
-    """The tiny sweep under a real terminal (script's pty): results dir, what the terminal got, exit code."""
+def on_terminal(work: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, int, str]:
+    """The tiny sweep under a real terminal (script's pty): results dir, what the terminal got,
+    exit code, and Snakemake's log of that run (read now: a later sweep into the same results,
+    as test_verbose_restores_snakemakes_record runs, rewrites it)."""
     if shutil.which("script") is None:
-        pytest.skip("script (util-linux) not found")
+        pytest.skip("script is not installed (run apt-get install bsdutils)")
     tmp = tmp_path_factory.mktemp("tty")
     results = tmp / "r"
     proc = subprocess.run(["script", "-qec", " ".join(sweep(work, results)), str(tmp / "typescript")], cwd=REPO,
                           capture_output=True, text=True,
-                          env={"TERM": "xterm-256color", "COLUMNS": "100", "LINES": "40", "PATH": "/usr/bin:/bin"})
-    return results, (tmp / "typescript").read_text(errors="replace"), proc.returncode
+                          env=own_env(TERM="xterm-256color", COLUMNS="100", LINES="40", PATH="/usr/bin:/bin"))
+    log = results / "logs" / "snakemake.log"
+    return (results, (tmp / "typescript").read_text(errors="replace"), proc.returncode,
+            log.read_text() if log.exists() else "")
 
 
-def test_terminal_shows_the_progress_panel_not_the_job_record(on_terminal: tuple[Path, str, int]) -> None:
-    results, screen, rc = on_terminal
+def test_terminal_shows_the_progress_panel_not_the_job_record(on_terminal: tuple[Path, str, int, str]) -> None:
+    results, screen, rc, log = on_terminal
     assert rc == 0, screen[-3000:]
     assert "\x1b[" in screen  # drawn for a terminal, not as plain text
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
@@ -43,10 +47,10 @@ def test_terminal_shows_the_progress_panel_not_the_job_record(on_terminal: tuple
     assert re.search(r"Total Progress\s+\S+\s+\d+/\d+\s+\d+%\s+\d:\d\d:\d\d\s+(\d:\d\d:\d\d|-:--:--)", text), text[-3000:]
     for record in ("Select jobs to execute", "rule count_qemu:", "jobid:"):
         assert record not in screen
-    assert "steps (100%) done" in (results / "logs" / "snakemake.log").read_text()
+    assert "steps (100%) done" in log
 
 
-def test_verbose_restores_snakemakes_record(work: Path, on_terminal: tuple[Path, str, int]) -> None:
+def test_verbose_restores_snakemakes_record(work: Path, on_terminal: tuple[Path, str, int, str]) -> None:
     """A re-run with nothing to do: --verbose prints Snakemake's own lines, the default does not."""
     results = on_terminal[0]
     quiet = subprocess.run(sweep(work, results), cwd=REPO, capture_output=True, text=True)

@@ -113,6 +113,10 @@ STAGED_NAME = "k"
 # The process that made a staging directory, so that one left by a killed job (SIGKILL runs no
 # clean-up) is recognised and removed by the next job.
 OWNER_FILE = "owner.pid"
+# When set (the test suite sets it for its session), its value is the owner file's second line:
+# /tmp is shared by every user of the machine, and a session must tell its own staging
+# directories from other sessions' to check that it left none behind (tests/conftest.py).
+STAGE_TAG_ENV = "HARNESS_STAGE_TAG"
 
 
 @contextmanager
@@ -121,7 +125,8 @@ def staged(binary: Path) -> Iterator[Path]:
     clients' output files and is removed afterwards (on SIGTERM and SIGINT too, see
     `exit_on_signals`)."""
     with tempfile.TemporaryDirectory(prefix=STAGE_PREFIX, dir=STAGE_ROOT) as tmp:
-        (Path(tmp) / OWNER_FILE).write_text(f"{os.getpid()}\n")
+        tag = os.environ.get(STAGE_TAG_ENV)
+        (Path(tmp) / OWNER_FILE).write_text(f"{os.getpid()}\n" + (f"{tag}\n" if tag else ""))
         exe = Path(tmp) / STAGED_NAME
         shutil.copy2(binary, exe)
         yield exe
@@ -145,8 +150,8 @@ def clean_stale_stages(root: str = STAGE_ROOT) -> list[Path]:
         try:
             if d.stat().st_uid != os.getuid():
                 continue
-            pid = int((d / OWNER_FILE).read_text().strip())
-        except (OSError, ValueError):
+            pid = int((d / OWNER_FILE).read_text().split()[0])  # then the tag, if any
+        except (OSError, ValueError, IndexError):
             continue
         if not _alive(pid):
             shutil.rmtree(d, ignore_errors=True)

@@ -285,8 +285,11 @@ def cmd_test(ns: argparse.Namespace) -> int:
     """The test suite, then the regression of the committed golden counts (so a change that
     moves counts fails until it is re-blessed on purpose)."""
     # The slowest tests are named at the end, so the suite's time (CI keeps it under 30 min) is watched.
-    rc = subprocess.call([sys.executable, "-m", "pytest", str(REPO / "tests"), "--durations=15", *ns.pytest_args],
-                         cwd=REPO)
+    # pytest's cache (--lf, --ff) goes under .venv like the bytecode (./harness sets
+    # PYTHONPYCACHEPREFIX): the suite leaves nothing beside the sources (tests/hygiene.py checks
+    # the rest; the cache is written after that check, so it is kept out here).
+    rc = subprocess.call([sys.executable, "-m", "pytest", str(REPO / "tests"), "--durations=15",
+                          "-o", f"cache_dir={REPO / '.venv' / 'pytest-cache'}", *ns.pytest_args], cwd=REPO)
     if rc != 0 or ns.pytest_args:
         return rc
 
