@@ -206,12 +206,12 @@ def test_user_ci_workflow_is_a_valid_github_workflow(tmp_path: Path) -> None:
     assert proc.returncode != 0
 
 
-def test_a_sweep_blocked_by_another_run_in_the_tree_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sweep_blocked_by_another_run_in_the_tree_names_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Snakemake under --quiet all exits 1 without a word when another run holds the outputs it
     needs (two commands in one clone share build/): regress names the other run."""
     from analysis.commands import regress
 
-    reg = regress.load("configs/regress.yaml", {})
+    reg = regress.load("configs/regress.yaml", {"results_dir": str(tmp_path / "regress")})
     monkeypatch.setattr(regress.subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 1, stdout="", stderr=""))
     monkeypatch.setattr(regress.guard, "snakemake_running", lambda root=None: [4242])
