@@ -203,7 +203,12 @@ def one_line_text(err: str) -> str:
 # ---- 3. SIGKILL mid-way, the stale lock, resume to a byte-identical table ----
 
 def _owned_stages() -> set[Path]:
-    return {d for d in Path(STAGE_ROOT).glob(f"{STAGE_PREFIX}*") if (d / OWNER_FILE).exists()}
+    """This session's staging directories: /tmp is shared, and another session's jobs (a bench,
+    a sweep beside the suite) come and go there; the session's tag (conftest) tells them apart.
+    Before, one of theirs showing up mid-test failed the time-limit test under load."""
+    import hygiene
+
+    return set(hygiene.own_stages(os.environ[backends.STAGE_TAG_ENV]))
 
 
 def test_sigkill_mid_sweep_then_the_same_command_takes_over_the_lock_and_resumes(reference: Path, work: Path) -> None:
