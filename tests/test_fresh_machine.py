@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,19 @@ SCRIPT = REPO / "ci" / "fresh-machine"
 
 
 def run(args: list[str], env: dict[str, str] | None = None, user: str | None = None) -> subprocess.CompletedProcess:
-    cmd = [str(SCRIPT), *args]
-    if user:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=60)
+    if not user:
+        return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env={**os.environ, **(env or {})},
+                              timeout=60)
+    # A clone may sit in a folder only root can enter (CI's, mktemp's 0700): the other user runs a
+    # copy of the script from a folder anyone can read.
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        os.chmod(tmp, 0o755)
+        script = Path(tmp) / "ci" / "fresh-machine"
+        script.parent.mkdir(mode=0o755)
+        shutil.copy2(SCRIPT, script)
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", str(script), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=60,
+                              cwd=tmp)
 
 
 def test_help_names_the_usage_and_what_it_checks() -> None:
