@@ -19,7 +19,7 @@ import pytest
 from analysis.commands import guard, keep
 from analysis.core import table
 from conftest import PY, REPO
-from test_reliability import _owned_stages, hang_tree
+from test_reliability import _owned_stages, start_hanging_sweep
 
 RAW = Path("raw/qemu/gcc/vla/max/copy-acle_4v.json")
 
@@ -156,20 +156,10 @@ def test_a_dead_holders_results_lock_is_taken_over_with_one_line(tmp_path: Path)
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_end_the_jobs_and_release_everything(tmp_path: Path, signum: int) -> None:
     """Before the fix: no message, no stale move, the lock and the staging folder stayed."""
-    config = hang_tree(tmp_path, 600)
     results = tmp_path / "results"
     (results / "figures").mkdir(parents=True)
     (results / "summary.md").write_text("previous\n")  # an earlier sweep's, with no record
-    log = results / "logs" / "count" / "qemu" / "gcc" / "vla" / "max" / "hang-forever.log"
-    before = _owned_stages()
-    proc = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(config), "--cores", "2"],
-                            cwd=REPO, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while not (log.exists() and "[1/2]" in log.read_text()) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1)
-    running = _owned_stages() - before
-    assert running, "the hanging run never started"
+    proc, running = start_hanging_sweep(tmp_path, 600)
     os.kill(proc.pid, signum)  # the command alone, as `kill` or a closed terminal does
     out, err = proc.communicate(timeout=120)
     name = signal.Signals(signum).name
@@ -188,17 +178,8 @@ def test_sigterm_and_sighup_end_the_jobs_and_release_everything(tmp_path: Path, 
 def test_a_killed_command_takes_its_snakemake_down(tmp_path: Path) -> None:
     """SIGKILL runs no handler: the kernel hands Snakemake a SIGINT, so it starts no new job,
     and exits when its running one ends (here at its time limit), releasing its lock."""
-    config = hang_tree(tmp_path, 30)
-    log = tmp_path / "results" / "logs" / "count" / "qemu" / "gcc" / "vla" / "max" / "hang-forever.log"
-    before = _owned_stages()
-    proc = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(config), "--cores", "2"],
-                            cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while not (log.exists() and "[1/2]" in log.read_text()) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1)
-    running = _owned_stages() - before
-    assert running and guard.snakemake_running(), "the hanging run never started"
+    proc, running = start_hanging_sweep(tmp_path, 30)
+    assert guard.snakemake_running()
     proc.kill()
     proc.wait()
     deadline = time.monotonic() + 90

@@ -438,9 +438,11 @@ def test_a_kernel_that_loops_forever_is_killed_at_its_time_limit_and_earlier_tab
     assert not (_owned_stages() - before)  # the killed run's staging directory is gone
 
 
-def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path) -> None:
-    sweep = hang_tree(tmp_path, 600)
-    log = tmp_path / "results" / "logs" / "count" / "qemu" / "gcc" / "vla" / "max" / "hang-forever.log"
+def start_hanging_sweep(root: Path, limit: float) -> tuple[subprocess.Popen, set[Path]]:
+    """The hanging kernel's sweep (hang_tree) in a session of its own, once its second run has
+    started: the process and the staging directories of its running job."""
+    sweep = hang_tree(root, limit)
+    log = root / "results" / "logs" / "count" / "qemu" / "gcc" / "vla" / "max" / "hang-forever.log"
     before = _owned_stages()
     proc = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(sweep), "--cores", "2"], cwd=REPO,
                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -449,7 +451,12 @@ def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path)
         time.sleep(0.1)
     time.sleep(1)
     running = _owned_stages() - before
-    assert running, "the second run never started"
+    assert running, "the hanging run never started"
+    return proc, running
+
+
+def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path) -> None:
+    proc, running = start_hanging_sweep(tmp_path, 600)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C on a terminal does
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
