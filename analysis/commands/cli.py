@@ -60,15 +60,12 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     runs = sum(len(j.runs) for j in jobs)
     if writes_nothing(ns.snakemake_args):  # a dry run, a listing, an unlock: nothing to guard
         return run_snakemake(ns, sweep, overrides, on_slurm)
-    lock = keep.ResultsLock(sweep.results_dir)
-    took_over = lock.acquire(f"./harness sweep --config {ns.config}")
+    lock, kept, lines = keep.take(sweep.results_dir, f"./harness sweep --config {ns.config}")
     try:
-        say(took_over)
-        for line in keep.set_aside_edited(sweep.results_dir):
+        for line in lines:
             say(line)
         print(f"sweep {ns.config}: {len(jobs)} count jobs, {runs} runs, results in {sweep.results_dir}", flush=True)
         say_perf_plan(sweep)
-        kept = keep.snapshot(sweep.results_dir)
         try:
             rc = run_snakemake(ns, sweep, overrides, on_slurm, lock.fileno())
             if rc == 0:

@@ -103,6 +103,21 @@ class ResultsLock:
         self.handle = None
 
 
+def take(results_dir: Path, what: str) -> tuple[ResultsLock, Path | None, list[str]]:
+    """Before a command writes a results folder (sweep, regress): its lock, edited tables set
+    aside, the last good set kept. Returns the lock (the caller releases it), the kept set (for
+    `after_failure` and `record_good`) and the lines to print."""
+    lock = ResultsLock(results_dir)
+    lines = [lock.acquire(what)]
+    try:
+        lines += set_aside_edited(results_dir)
+        kept = snapshot(results_dir)
+    except BaseException:
+        lock.release()
+        raise
+    return lock, kept, [line for line in lines if line]
+
+
 def _alive(holder: str) -> bool:
     try:
         os.kill(int(holder.split(",")[0].removeprefix("pid ")), 0)

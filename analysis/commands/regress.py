@@ -136,14 +136,10 @@ def run_sweep(reg: Regression, cores: int) -> pd.DataFrame:
     """Recount the regression set into its own results folder, under that folder's lock and
     with its last good set kept as a sweep keeps it (analysis.commands.keep)."""
     over = {"results_dir": str(reg.sweep.results_dir), "build_dir": str(reg.sweep.build_dir)}
-    lock = keep.ResultsLock(reg.work_dir)
-    took_over = lock.acquire(f"./harness regress --config {reg.sweep.path}")
+    lock, kept, lines = keep.take(reg.work_dir, f"./harness regress --config {reg.sweep.path}")
     try:
-        if took_over:
-            print(took_over, file=sys.stderr, flush=True)
-        for line in keep.set_aside_edited(reg.work_dir):
+        for line in lines:
             print(line, file=sys.stderr, flush=True)
-        kept = keep.snapshot(reg.work_dir)
         # raw_all too: a raw file that went missing is counted again, not taken as up to date.
         targets = ["raw_all", str(reg.work_dir / "counts.csv"), "--quiet", "all"]
         proc = subprocess.run(guard.snakemake_cmd(str(reg.sweep.path), over, cores, targets),
