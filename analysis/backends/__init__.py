@@ -199,6 +199,7 @@ def run_cells(cmd: list[str], limits: Sequence[float | None], cells: Sequence[st
                 sel.register(proc.stdout, selectors.EVENT_READ, out)
                 sel.register(proc.stderr, selectors.EVENT_READ, err)
                 k, start = 0, time.monotonic()
+                scanned, ended = 0, 0  # stdout before `scanned` holds `ended` done lines
                 while sel.get_map():
                     limit = limits[k] if k < len(limits) else None
                     wait = None if limit is None else min(MAX_WAIT, max(0.0, start + limit - time.monotonic()))
@@ -216,7 +217,12 @@ def run_cells(cmd: list[str], limits: Sequence[float | None], cells: Sequence[st
                         key.data.extend(data)
                         if key.data is not out or done is None:
                             continue
-                        ended = sum(1 for ln in out.split(b"\n")[:-1] if ln.startswith(done))
+                        # Only the lines completed since the last read: splitting the whole output
+                        # at every read made a job of 2,048 runs quadratic in its output.
+                        last = out.rfind(b"\n")
+                        if last >= scanned:
+                            ended += sum(1 for ln in out[scanned:last].split(b"\n") if ln.startswith(done))
+                            scanned = last + 1
                         for _ in range(k, ended):
                             now = time.monotonic()
                             if on_done:
