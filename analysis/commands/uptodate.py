@@ -257,10 +257,11 @@ def record(command: Command, sweep: Sweep) -> None:
                "dirs": [str(results_dir), str(build_dir)], "watched": watched,
                "parts": {name: part(name, watched, results_dir, build_dir) for name in PARTS}}
         files.write_text_atomic(results_dir / NAME, json.dumps(doc, indent=1) + "\n")
-    except Exception:
+    except Exception as e:
         # Only a shortcut: the sweep finished and its results stand; without a record the next
-        # run takes the normal path.
-        return
+        # run takes the normal path. Said, so that a re-run that is never answered has a reason.
+        print(f"note: no up-to-date record written ({type(e).__name__}: {e}); the next run starts Snakemake",
+              file=sys.stderr, flush=True)
 
 
 def watch(command: Command, sweep: Sweep) -> dict[str, list[str]]:
