@@ -7,7 +7,8 @@ with other work the wall time says little, the CPU time stays comparable.
 2. the default count sweep from a clean results and build tree (target <= 45 s on 2 cores),
    and where its guest instructions go: the share outside the ROI (filling the inputs,
    computing the reference, verifying) per kernel, from the sweep's own counts;
-3. the same sweep again with nothing changed, median of 3 (target <= 2 s);
+3. the same sweep again with nothing changed, as a user re-runs it (`./harness sweep`), median of 3
+   (target <= 1 s);
 4. the regression set (`./harness regress`) from a clean tree (target <= 60 s);
    where gem5 is found: the default cycle sweep on that tree (target <= 30 min) and gem5's
    simulated instructions per host second, O3 and fast-forward;
@@ -51,7 +52,7 @@ from analysis.stages import build
 
 REPO = config.REPO
 # The targets of issue 14 (2 cores); bench prints each figure beside its own.
-TARGETS = {"default_s": 45.0, "rerun_noop_s": 2.0, "regression_set_s": 60.0, "gem5_s": 1800.0,
+TARGETS = {"default_s": 45.0, "rerun_noop_s": 1.0, "regression_set_s": 60.0, "gem5_s": 1800.0,
            "overhead_ratio": 1.10, "full_matrix_s": 200.0}
 
 def config_hash(path: Path) -> str:
@@ -90,6 +91,14 @@ def sweep_time(cfg: str, work: Path, cores: int, gem5: bool = True, target: str 
     env = os.environ if gem5 else {**os.environ, "GEM5": "none"}
     # Snakemake 9's --quiet takes choices and would read a target after it as one: targets first.
     wall, cpu, _ = timed(snakemake_cmd(cfg, over, cores, [target, "--quiet", "all"]), cwd=REPO, env=env)
+    return wall, cpu
+
+def rerun_time(cfg: str, work: Path, cores: int) -> tuple[float, float]:
+    """Wall and CPU time of `./harness sweep ... -- counts_all` on a tree with nothing to do, as
+    a user re-runs it (entry script and installer check included; gem5 hidden, as above)."""
+    cmd = [str(REPO / "harness"), "sweep", "--config", cfg, "--cores", str(cores),
+           "--set", f"results_dir={work / 'results'}", "--set", f"build_dir={work / 'build'}", "--", "counts_all"]
+    wall, cpu, _ = timed(cmd, cwd=REPO, env={**os.environ, "GEM5": "none"})
     return wall, cpu
 
 def out_of_roi(counts_csv: Path) -> dict[str, Any]:
@@ -302,7 +311,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, r in o["per_kernel"].items():
             print(f"  {name:28s} {100 * r['outside_share']:5.1f} % outside the ROI ({r['whole']:,} whole)", flush=True)
         # A no-op start varies by a second between identical runs on a shared VM: the median of three.
-        reruns = [sweep_time(ns.config, work / "default", ns.cores, gem5=False) for _ in range(3)]
+        # First, untimed, the user's own `./harness sweep` on the tree counted above (by Snakemake
+        # directly): it records what the re-runs' up-to-date check compares.
+        rerun_time(ns.config, work / "default", ns.cores)
+        reruns = [rerun_time(ns.config, work / "default", ns.cores) for _ in range(3)]
         wall, cpu = statistics.median(w for w, _ in reruns), statistics.median(c for _, c in reruns)
         r = report["rerun_noop"] = figure(wall, cpu, TARGETS["rerun_noop_s"], runs_s=[round(w, 2) for w, _ in reruns])
         print(f"re-run, nothing changed: {r['seconds']} s, the median of {', '.join(map(str, r['runs_s']))} s "

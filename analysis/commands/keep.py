@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from analysis.commands import uptodate
 from analysis.core import files, table
 
 GOOD = "good.json"
@@ -104,12 +105,14 @@ class ResultsLock:
 
 
 def take(results_dir: Path, what: str) -> tuple[ResultsLock, Path | None, list[str]]:
-    """Before a command writes a results folder (sweep, regress): its lock, edited tables set
-    aside, the last good set kept. Returns the lock (the caller releases it), the kept set (for
+    """Before a command writes a results folder (sweep, regress): its lock, the up-to-date record
+    removed (analysis.commands.uptodate), edited tables set aside, the last good set kept. Returns the lock (the caller releases it), the kept set (for
     `after_failure` and `record_good`) and the lines to print."""
     lock = ResultsLock(results_dir)
     lines = [lock.acquire(what)]
     try:
+        # First: from here until the command finishes, nothing says the folder is up to date.
+        uptodate.invalidate(results_dir)
         lines += set_aside_edited(results_dir)
         kept = snapshot(results_dir)
     except BaseException:

@@ -596,15 +596,32 @@ def check_size_fits(family: Family, size: int, what: str, note: str = "") -> Non
                           f"memory{note}; choose a smaller size")
 
 
-def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sweep:
-    """Read, validate and expand a sweep configuration; raise ConfigError on bad input."""
-    path = Path(config_path)
+def read_sweep(path: Path, overrides: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[Path]]:
+    """The sweep file's parameters as given: the file it extends merged in, then the overrides;
+    and the files read (the sweep file, the one it extends). Not validated: `load` does that."""
     raw = _read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of parameters")
+    read = [path]
     if "extends" in raw:
-        raw = _extended(path, raw)
-    raw = {**raw, **(overrides or {})}
+        raw, parent = _extended(path, raw)
+        read.append(parent)
+    return {**raw, **(overrides or {})}, read
+
+
+def dirs(config_path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    """results_dir and build_dir as `load` resolves them, from the sweep file alone (no kernel
+    table, no schema): what `./harness sweep`'s up-to-date check needs before anything else."""
+    path = Path(config_path)
+    raw, _ = read_sweep(path, overrides)
+    base = base_dir(path)
+    return dir_value(raw, "results_dir", base), dir_value(raw, "build_dir", base)
+
+
+def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sweep:
+    """Read, validate and expand a sweep configuration; raise ConfigError on bad input."""
+    path = Path(config_path)
+    raw, _ = read_sweep(path, overrides)
     validate_doc(raw, "sweep.schema.yaml", path)
     base = base_dir(path)
     # A config kept elsewhere may still name the shipped table (configs/kernels.yaml).
@@ -802,16 +819,16 @@ def _check_compiler(sweep: "Sweep", compiler: str | None, where: str) -> None:
         raise ConfigError(f"{where}: compiler {compiler} is not swept; add it to compilers ({', '.join(sweep.compilers)})")
 
 
-def _extended(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
+def _extended(path: Path, raw: dict[str, Any]) -> tuple[dict[str, Any], Path]:
     """`extends: other.yaml`: that sweep's parameters, each top-level key given here replacing
-    the other's whole (one level only, so a file says everything that differs)."""
+    the other's whole (one level only, so a file says everything that differs); and its path."""
     parent_path = resolve_path(raw["extends"], base_dir(path))
     parent = _read_yaml(parent_path)
     if not isinstance(parent, dict):
         raise ConfigError(f"{parent_path}: expected a mapping of parameters")
     if "extends" in parent:
         raise ConfigError(f"{path}: extends {parent_path}, which extends another file; extend the last one directly")
-    return {**parent, **{k: v for k, v in raw.items() if k != "extends"}}
+    return {**parent, **{k: v for k, v in raw.items() if k != "extends"}}, parent_path
 
 
 def load_gem5_systems(path: Path = GEM5_SYSTEMS) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,324 @@
+"""`./harness sweep` again with nothing changed answers without Snakemake (issue 28), and only
+then: every change that can make Snakemake work goes to Snakemake, whose run is then correct
+(analysis/commands/uptodate.py says what is watched).
+
+One sweep of the template kernel, kept outside the repository as a user's own (so a test can
+edit its source and its sweep file), on the session's build tree. Every test starts from a state
+the fast path answers (`settled`) and leaves one: --shuffle may run them in any order.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from analysis.commands import cli, keep, uptodate
+from conftest import PY, REPO, path_without
+
+TEMPLATE = REPO / "kernels" / "template"
+RAW = Path("raw/qemu/gcc/vla/max/scale-acle.json")
+OBJECT = Path("gcc/vla/obj/scale-acle.o")
+
+
+def sweep_yaml(root: Path, build: Path, vls: list[int]) -> str:
+    return f"""\
+kernel_table: configs/kernels.yaml
+extra_kernel_tables: [my_kernels.yaml]
+results_dir: {root / 'results'}
+build_dir: {build}
+vector_lengths: {vls}
+sizes: {{standalone: [4096]}}
+linearity_check: false
+kernels:
+  - kernel: scale
+figures:
+  - {{name: scale, title: "scale", series: [{{kernel: scale}}]}}
+"""
+
+
+def sweep(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(root / "sweep.yaml"),
+                           "--cores", "2", *args], cwd=REPO, capture_output=True, text=True, env=env)
+
+
+def ok(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def answered(root: Path, proc: subprocess.CompletedProcess) -> bool:
+    """The fast path's answer: its one line and nothing else."""
+    line = (f"sweep {root / 'sweep.yaml'}: up to date (nothing changed since the sweep of ", f"; results in {root / 'results'})")
+    lines = proc.stdout.splitlines()
+    return proc.returncode == 0 and proc.stderr == "" and len(lines) == 1 and \
+        lines[0].startswith(line[0]) and lines[0].endswith(line[1])
+
+
+def ran_snakemake(proc: subprocess.CompletedProcess) -> bool:
+    """The normal path: the command kept the log of the Snakemake it ran (cli.keep_full_log)."""
+    return "full log: " in proc.stdout and "up to date" not in proc.stdout
+
+
+def fell_through(root: Path, proc: subprocess.CompletedProcess) -> None:
+    """Snakemake ran and the sweep finished; run again, the same command is answered."""
+    ok(proc)
+    assert ran_snakemake(proc), proc.stdout[-2000:]
+    assert (root / "results" / uptodate.NAME).is_file()
+
+
+def settled(root: Path, env: dict[str, str] | None = None) -> None:
+    """The plain command is answered (a test before this one may have left another record)."""
+    proc = sweep(root, env=env)
+    if not answered(root, proc):
+        ok(proc)
+        proc = sweep(root, env=env)
+    assert answered(root, proc), proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def listing(*roots: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file under `roots`: size, mtime, inode."""
+    out = {}
+    for root in roots:
+        for p in root.rglob("*"):
+            st = p.lstat()
+            out[str(p)] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return out
+
+
+def snakemake_logs() -> set[Path]:
+    return set((REPO / ".snakemake" / "log").glob("*.snakemake.log"))
+
+
+@pytest.fixture(scope="module")
+def own(tmp_path_factory: pytest.TempPathFactory, work: Path) -> Path:
+    root = tmp_path_factory.mktemp("uptodate")
+    shutil.copy(TEMPLATE / "my_kernel.c", root)
+    shutil.copy(TEMPLATE / "my_kernels.yaml", root)
+    (root / "sweep.yaml").write_text(sweep_yaml(root, work / "build", [128]))
+    ok(sweep(root))
+    assert (root / "results" / uptodate.NAME).is_file()
+    return root
+
+
+def test_a_rerun_with_nothing_changed_starts_no_snakemake_and_writes_nothing(own: Path, work: Path) -> None:
+    """Before: every re-run started Snakemake (1.1-1.2 s before it reads the workflow) and
+    rewrote the report and the record of the good set."""
+    settled(own)
+    before, logs = listing(own / "results", work / "build"), snakemake_logs()
+    proc = sweep(own)
+    assert answered(own, proc), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert listing(own / "results", work / "build") == before
+    assert snakemake_logs() == logs
+
+
+def test_the_answer_imports_neither_pandas_nor_snakemake(own: Path) -> None:
+    """cli's own imports (pandas, the report) cost more than the whole answer: it comes first."""
+    settled(own)
+    proc = subprocess.run([PY, "-X", "importtime", "-m", "analysis.commands.cli", "sweep", "--config",
+                           str(own / "sweep.yaml")], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0 and "up to date" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    modules = {ln.split("|")[-1].strip() for ln in proc.stderr.splitlines() if ln.startswith("import time:")}
+    assert "analysis.commands.uptodate" in modules
+    assert not {m.split(".")[0] for m in modules} & {"pandas", "numpy", "matplotlib", "snakemake", "jsonschema"}
+
+
+def test_an_edited_kernel_source_is_rebuilt(own: Path, work: Path) -> None:
+    settled(own)
+    src, obj = own / "my_kernel.c", work / "build" / OBJECT
+    built = obj.stat().st_mtime_ns
+    src.write_text(src.read_text() + "/* edited */\n")
+    fell_through(own, sweep(own))
+    assert obj.stat().st_mtime_ns != built
+    assert answered(own, sweep(own))
+
+
+def test_a_source_edited_behind_its_old_mtime_still_goes_to_snakemake(own: Path) -> None:
+    """The content is watched, not only the times (Snakemake itself, by mtime, then finds
+    nothing to do: its answer, not this check's)."""
+    settled(own)
+    src = own / "my_kernel.c"
+    st = src.stat()
+    src.write_text(src.read_text().replace("/* edited */\n", "") + "/* edited again */\n")
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    fell_through(own, sweep(own))
+    assert answered(own, sweep(own))
+
+
+def test_an_edited_sweep_file_is_swept(own: Path, work: Path) -> None:
+    from analysis.core import table
+
+    settled(own)
+    vls = [128] if yaml.safe_load((own / "sweep.yaml").read_text())["vector_lengths"] == [128, 256] else [128, 256]
+    (own / "sweep.yaml").write_text(sweep_yaml(own, work / "build", vls))
+    fell_through(own, sweep(own))
+    counts = table.read_counts(own / "results" / "counts.csv")
+    assert sorted(set(counts["vl"])) == vls
+    assert answered(own, sweep(own))
+
+
+def test_a_deleted_table_is_made_again(own: Path) -> None:
+    settled(own)
+    counts = own / "results" / "counts.csv"
+    data = counts.read_bytes()
+    counts.unlink()
+    fell_through(own, sweep(own))
+    assert counts.read_bytes() == data
+    assert answered(own, sweep(own))
+
+
+def test_a_touched_raw_file_goes_to_snakemake(own: Path) -> None:
+    settled(own)
+    raw = own / "results" / RAW
+    later = raw.stat().st_mtime_ns + 10**9
+    os.utime(raw, ns=(later, later))
+    fell_through(own, sweep(own))
+    assert (own / "results" / "counts.csv").stat().st_mtime_ns > later  # collected again from it
+    assert answered(own, sweep(own))
+
+
+def test_a_failed_run_leaves_no_record(own: Path) -> None:
+    """A raw file edited behind the harness's back stops the sweep at collect; the record went
+    before Snakemake started, and the run after the repair goes to Snakemake."""
+    settled(own)
+    raw = own / "results" / RAW
+    data = raw.read_bytes()
+    raw.write_bytes(data.replace(b'"total": ', b'"total": 9', 1))
+    try:
+        failed = sweep(own)
+        assert failed.returncode != 0 and "up to date" not in failed.stdout, failed.stdout[-2000:]
+        assert not (own / "results" / uptodate.NAME).exists()
+    finally:
+        raw.write_bytes(data)
+    fell_through(own, sweep(own))
+    assert answered(own, sweep(own))
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param(("--set", "results_dir={results}"), id="an override (the same folder, said again)"),
+    pytest.param(("--", "counts_all"), id="a target"),
+])
+def test_another_command_goes_to_snakemake(own: Path, args: tuple[str, ...]) -> None:
+    settled(own)
+    args = tuple(a.format(results=own / "results") for a in args)
+    fell_through(own, sweep(own, *args))
+    assert answered(own, sweep(own, *args))
+    fell_through(own, sweep(own))  # the record is that command's now, not the plain one's
+
+
+def test_a_changed_environment_goes_to_snakemake(own: Path) -> None:
+    """GEM5 (where gem5 is found), as every variable the workflow reads."""
+    settled(own)
+    env = {**os.environ, "GEM5": "none"}
+    fell_through(own, sweep(own, env=env))
+    assert answered(own, sweep(own, env=env))
+    fell_through(own, sweep(own))
+
+
+def test_a_replaced_tool_goes_to_snakemake(own: Path, tmp_path: Path) -> None:
+    """The same PATH, but qemu-aarch64 on it is another file (an upgrade replaces it)."""
+    env = {**os.environ, "PATH": path_without(tmp_path / "bin")}
+    settled(own, env)
+    link = tmp_path / "bin" / "qemu-aarch64"
+    real = link.resolve()
+    link.unlink()
+    shutil.copy2(real, link)  # the same bytes and mtime; another file
+    fell_through(own, sweep(own, env=env))
+    fell_through(own, sweep(own))
+
+
+def test_a_folder_another_command_holds_is_refused_as_before(own: Path) -> None:
+    """Not answered while another command writes the folder: the normal path names it, and
+    the record stays (the refused run touched nothing)."""
+    settled(own)
+    holder = subprocess.Popen([PY, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]);"
+                               "from analysis.commands import keep; from pathlib import Path;"
+                               "lock = keep.ResultsLock(Path(sys.argv[2])); lock.acquire('the holder'); print('held', flush=True);"
+                               "time.sleep(120)", str(REPO), str(own / "results")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        proc = sweep(own)
+        assert proc.returncode == 2 and "another command is writing" in proc.stderr and "the holder" in proc.stderr, \
+            proc.stdout + proc.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    assert answered(own, sweep(own))
+
+
+def test_a_snakemake_lock_in_the_tree_goes_to_snakemake(own: Path) -> None:
+    """Another Snakemake may be writing the shared build folder; a stale lock is taken over by
+    the normal path, with its line."""
+    settled(own)
+    locks = REPO / ".snakemake" / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    (locks / "0.input.lock").write_text(f"{own / 'nothing'}\n")
+    proc = sweep(own)
+    fell_through(own, proc)
+    assert "took over the Snakemake lock" in proc.stderr
+    assert answered(own, sweep(own))
+
+
+def test_a_snakemake_profile_goes_to_snakemake(own: Path, tmp_path: Path) -> None:
+    """A profile can set any option, and its content is not watched: never answered with one."""
+    settled(own)
+    (tmp_path / "profile").mkdir()
+    (tmp_path / "profile" / "config.yaml").write_text("printshellcmds: true\n")
+    env = {**os.environ, "SNAKEMAKE_PROFILE": str(tmp_path / "profile")}
+    ok(first := sweep(own, env=env))
+    assert ran_snakemake(first)
+    again = sweep(own, env=env)
+    ok(again)
+    assert ran_snakemake(again)
+    fell_through(own, sweep(own))
+
+
+def test_a_dry_run_neither_answers_nor_writes_a_record(own: Path) -> None:
+    settled(own)
+    record = own / "results" / uptodate.NAME
+    kept = record.read_bytes()
+    proc = sweep(own, "--", "--dry-run")
+    ok(proc)
+    assert "Nothing to be done" in proc.stdout + proc.stderr and "up to date (" not in proc.stdout
+    assert record.read_bytes() == kept
+    record.unlink()
+    ok(sweep(own, "--", "-n"))
+    assert not record.exists()
+    fell_through(own, sweep(own))
+
+
+def test_a_command_that_takes_the_folder_removes_the_record_first(tmp_path: Path) -> None:
+    """keep.take, before anything else (sweep and regress): a run stopped at any point after it
+    leaves no record, so nothing says the folder is up to date."""
+    (tmp_path / uptodate.NAME).write_text("{}\n")
+    lock, _kept, _lines = keep.take(tmp_path, "test")
+    try:
+        assert not (tmp_path / uptodate.NAME).exists()
+    finally:
+        lock.release()
+    assert uptodate.LOCK == keep.LOCK
+
+
+@pytest.mark.parametrize("argv", [
+    ["sweep"], ["sweep", "--config", "c.yaml"], ["sweep", "--config=c.yaml", "--cores=3"],
+    ["sweep", "--set", "a=b", "--set=c=d", "--", "t1", "t2"], ["sweep", "t1", "t2"], ["sweep", "--cores", "2", "--"],
+    ["sweep", "--", "t1", "--dry-run"], ["sweep", "--", "-n"], ["sweep", "t1", "--config", "x"],
+    ["sweep", "--verbose"], ["sweep", "--conf", "c.yaml"], ["sweep", "--config"], ["sweep", "--config", "-x"],
+    ["sweep", "--cores", "0"], ["sweep", "--cores", "two"], ["sweep", "--slurm"], ["sweep", "--set", "novalue"],
+    ["sweep", "--", "--", "t"], ["sweep", "--config=", "--"], ["validate"], [],
+])
+def test_the_command_line_is_read_as_cli_reads_it(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """What the check reads of a command line, it reads as argparse does; the rest it leaves."""
+    got = uptodate.parse(argv)
+    try:
+        ns = cli.parse_args(argv)
+    except SystemExit:
+        assert got is None
+        return
+    if got is not None:
+        assert ns.cmd == "sweep" and ns.slurm is None and not ns.verbose
+        assert got == cli.sweep_command(ns)
+        assert getattr(ns, "cores", 1) >= 1
+
