@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -190,6 +191,48 @@ def test_count_runs_its_plan_and_a_stop_iteration_is_not_a_missing_job(tmp_path:
     assert count.main(["--plan", str(tmp_path / "none.json"), "--out", str(tmp_path / "raw.json")]) == 2
     assert "no plan" in capsys.readouterr().err
     assert not (tmp_path / "raw.json").exists()
+
+
+# A count job as its rule starts it (`python -m analysis.stages.count`), then the modules it imported.
+JOB_MODULES = """\
+import json, runpy, sys
+try:
+    runpy.run_module("analysis.stages.count", run_name="__main__", alter_sys=True)
+except SystemExit as e:
+    status = e.code
+print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
+"""
+
+
+def test_a_count_job_imports_its_own_backend_and_not_the_sweep_s_configuration(tmp_path: Path) -> None:
+    """Issue 28 (lighter jobs): each of a sweep's ~200 count jobs imported every backend, the
+    sweep's configuration (yaml) and the build stage, ~60 ms of CPU per job. A job imports the
+    backend its plan names (the registry imports it there) and what that backend needs."""
+    sweep = config.load(REPO / "configs" / "tiny.yaml")
+    binary = tmp_path / "k"
+    binary.write_bytes(b"\x7fELF")  # a plan without runs reads its binary's checksum only
+    plan = dataclasses.replace(count.plan_job(sweep, qemu.jobs(sweep, None)[0], registry.Ready({}), {}, {}),
+                               binary=str(binary), runs=(), time_limits=())
+
+    def job(plan: Plan) -> tuple[dict, subprocess.CompletedProcess]:
+        (tmp_path / "plan.json").write_text(plan.to_json())
+        proc = subprocess.run([PY, "-c", JOB_MODULES, "--plan", str(tmp_path / "plan.json"), "--out", str(tmp_path / "raw.json")],
+                              cwd=REPO, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout), proc
+
+    out, _ = job(plan)
+    assert out["status"] == 0 and json.loads((tmp_path / "raw.json").read_text())["runs"] == []
+    modules = set(out["modules"])
+    assert {m for m in modules if m.split(".")[0] == "analysis"} == {
+        "analysis", "analysis.backends", "analysis.backends.qemu", "analysis.backends.registry", "analysis.core",
+        "analysis.core.files", "analysis.core.run", "analysis.core.toolchain", "analysis.stages"}
+    assert not modules & {"yaml", "jsonschema", "pandas", "numpy", "snakemake", "statistics"}
+    # A backend the registry does not know: the same one line as before, and no backend imported.
+    out, proc = job(dataclasses.replace(plan, backend="nosuch"))
+    assert out["status"] == 2 and not [m for m in out["modules"] if m.startswith("analysis.backends.")
+                                       and m != "analysis.backends.registry"]
+    assert proc.stderr == f"error: plan {tmp_path / 'plan.json'} names backend 'nosuch'; known: qemu, armie, gem5, perf\n"
 
 
 def test_metrics_come_from_the_record_s_backend() -> None:

@@ -18,10 +18,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, TextIO
 
 from analysis.core import files
-from analysis.core.config import Job, Run, Sweep
+from analysis.core.run import Run
+
+if TYPE_CHECKING:  # annotations only: a count job runs its plan without loading the sweep's configuration
+    from analysis.core.config import Job, Sweep
 
 
 class RunError(Exception):

@@ -18,12 +18,15 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO
 
 from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, Plan, Ready, RunError, cell_name, client_metrics,
                                log_record, parse_ok_line, run_cells, staged)
-from analysis.core.config import Job, Run, Sweep
+from analysis.core.run import Run
 from analysis.core.toolchain import ToolchainError, first_line
+
+if TYPE_CHECKING:  # annotations only: a count job runs its plan without loading the sweep's configuration
+    from analysis.core.config import Job, Sweep
 
 NAME = "qemu"
 STAGE = "count"

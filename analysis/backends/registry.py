@@ -1,13 +1,46 @@
 """Every backend the harness knows, in one table. Adding one is a module implementing
-`analysis.backends.Backend` and a line here (README: Add a backend).
+`analysis.backends.Backend` and its name here (README: Add a backend).
+
+The table names the modules and imports each where it is first looked up: a count job asks for
+the one backend its plan names and imports no other, nor what the others import (the sweep's
+configuration and yaml, statistics, ...); each of a sweep's ~200 jobs paid for them at start.
 """
 from __future__ import annotations
 
-from analysis.backends import Backend, Ready, armie, gem5, perf, qemu
-from analysis.core import toolchain
-from analysis.core.config import Job, Sweep
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-REGISTRY: dict[str, Backend] = {b.NAME: b for b in (qemu, armie, gem5, perf)}
+from analysis.backends import Backend, Ready
+from analysis.core import toolchain
+
+if TYPE_CHECKING:  # annotations only (a count job imports this module)
+    from analysis.core.config import Job, Sweep
+
+# The backends, in the order the workflow asks them: each is the module analysis.backends.<name>.
+NAMES = ("qemu", "armie", "gem5", "perf")
+
+
+class Registry(Mapping[str, Backend]):
+    """NAMES as a mapping name -> backend module, a module imported when it is first looked
+    up (iterating `values()` or `items()` imports them all)."""
+
+    def __getitem__(self, name: str) -> Backend:
+        if name not in NAMES:
+            raise KeyError(name)
+        return importlib.import_module(f"{__package__}.{name}")  # type: ignore[return-value]
+
+    def __contains__(self, name: object) -> bool:  # without importing it
+        return name in NAMES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(NAMES)
+
+    def __len__(self) -> int:
+        return len(NAMES)
+
+
+REGISTRY: Mapping[str, Backend] = Registry()
 
 
 def readiness(sweep: Sweep) -> dict[str, Ready]:
