@@ -21,12 +21,11 @@ import argparse
 import os
 import shutil
 import signal
-import site
 import subprocess
 from pathlib import Path
 from typing import TextIO
 
-from analysis.backends import RunError, clean_stale_stages, gem5, perf, qemu, registry
+from analysis.backends import RunError, clean_stale_stages, perf, qemu, registry
 from analysis.commands import guard, keep, regress, report, slurm
 from analysis.commands.guard import snakemake_cmd
 from analysis.core import config, files, mpi, table, toolchain
@@ -84,8 +83,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
                     page = report.write(sweep)
                     say(keep.record_good(sweep.results_dir, str(ns.config), kept))
                     if on_slurm is None:  # last: the folder as this run leaves it (never raises)
-                        command = sweep_command(ns)
-                        uptodate.record(command, sweep, lambda: sweep_watch(command, sweep))
+                        uptodate.record(sweep_command(ns), sweep)
                 print(f"report: {page}", flush=True)
         except guard.Interrupted as e:
             raise guard.Interrupted(e.signum, keep.after_failure(sweep.results_dir, kept) or "") from None
@@ -104,36 +102,6 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
 def sweep_command(ns: argparse.Namespace) -> uptodate.Command:
     """The sweep's command as the up-to-date check reads it from the command line."""
     return uptodate.Command(ns.config, tuple(ns.set), tuple(ns.snakemake_args))
-
-
-def sweep_watch(command: uptodate.Command, sweep: config.Sweep) -> dict[str, list[str]]:
-    """What the check recomputes besides the fixed parts, from the loaded sweep, so the check
-    needs neither the schema nor the kernel table: the files the sweep names outside uptodate.TREES, the
-    folders whose headers its sources may include, the tools to look up, the paths to stat."""
-    sweep_files = set(config.read_sweep(Path(command.config))[1])
-    named = {*sweep_files, *sweep.table_paths, config.GEM5_SYSTEMS}
-    sources = {mpi.SESSION_SOURCE}
-    for row in sweep.table.rows:
-        sources.update((row.source, *row.extra_sources))
-    sources.update(f.driver for f in sweep.table.families.values() if f.driver is not None)
-    trees = [REPO / t for t in uptodate.TREES]
-    outside = sorted({str(p.resolve()) for p in named | sources
-                      if not any(p.resolve().is_relative_to(t) for t in trees)})
-    header_dirs = sorted({str(p.resolve().parent) for p in sources
-                          if not any(p.resolve().parent.is_relative_to(t) for t in trees)})
-
-    tools = {c.cc[0] for c in toolchain.COMPILERS.values()} | {toolchain.OBJDUMP, qemu.QEMU, "armie", "perf"}
-    if sweep.perf is not None:
-        tools.add(sweep.perf.perf)
-    probes = {uptodate.DPKG_STATUS, sys.executable, *site.getsitepackages()}
-    for name in ("debian", "ompi5"):
-        lib = mpi.library(name)
-        probes.update((str(lib.include / "mpi.h"), str(lib.lib / "libmpi.so")))
-    if sweep.gem5 is not None:  # every place gem5 is looked for (analysis.backends.gem5.find_gem5)
-        given = [os.environ.get("GEM5") or "", sweep.gem5.binary or ""]
-        probes.update(str(Path(g).expanduser()) for g in given if g and g != gem5.OFF)
-        probes.add(str(gem5.cached_gem5()))
-    return {"files": outside, "header_dirs": header_dirs, "tools": sorted(tools), "probes": sorted(probes)}
 
 
 def run_snakemake(ns: argparse.Namespace, sweep: config.Sweep, overrides: dict[str, str],

@@ -47,14 +47,15 @@ import hashlib
 import json
 import os
 import shutil
+import site
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-# PyYAML; neither pandas, Snakemake nor jsonschema (tested).
-from analysis.core import config, files
+if TYPE_CHECKING:
+    from analysis.core.config import Sweep
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = ".uptodate.json"
@@ -176,6 +177,8 @@ def _check(argv: list[str]) -> str | None:
     command = parse(argv)
     if command is None or not command.covered():
         return None
+    from analysis.core import config  # PyYAML; neither pandas nor jsonschema (tested)
+
     results_dir, build_dir = config.dirs(command.config, command.overrides())
     path = results_dir / NAME
     with open(path, "rb") as f:
@@ -237,11 +240,11 @@ def invalidate(results_dir: Path) -> None:
     (results_dir / NAME).unlink(missing_ok=True)
 
 
-def record(command: Command, sweep: config.Sweep, watch: Callable[[], dict[str, list[str]]]) -> None:
+def record(command: Command, sweep: Sweep) -> None:
     """After a local sweep that finished, as the last thing it writes: what the check compares.
-    `watch`: what the check recomputes besides the fixed parts, from the loaded sweep (cli's
-    sweep_watch: it needs the backends, which the check must not import). A record that cannot
-    be written is left out (the next run takes the normal path)."""
+    A record that cannot be written is left out (the next run takes the normal path)."""
+    from analysis.core import config, files
+
     try:
         if not command.covered():
             return
@@ -249,7 +252,7 @@ def record(command: Command, sweep: config.Sweep, watch: Callable[[], dict[str, 
         if (results_dir, build_dir) != (sweep.results_dir, sweep.build_dir):
             return  # not the folders this run wrote: nothing to vouch for
         # Through JSON and back: the check recomputes from what it reads.
-        watched = json.loads(json.dumps(watch()))
+        watched = json.loads(json.dumps(watch(command, sweep)))
         doc = {"format": FORMAT, "made": time.strftime("%Y-%m-%d %H:%M:%S"), "command": command.meaning(),
                "dirs": [str(results_dir), str(build_dir)], "watched": watched,
                "parts": {name: part(name, watched, results_dir, build_dir) for name in PARTS}}
@@ -259,6 +262,39 @@ def record(command: Command, sweep: config.Sweep, watch: Callable[[], dict[str, 
         # run takes the normal path. Said, so that a re-run that is never answered has a reason.
         print(f"note: no up-to-date record written ({type(e).__name__}: {e}); the next run starts Snakemake",
               file=sys.stderr, flush=True)
+
+
+def watch(command: Command, sweep: Sweep) -> dict[str, list[str]]:
+    """What the check recomputes besides the fixed parts, from the loaded sweep, so the check
+    needs neither the schema nor the kernel table: the files the sweep names outside TREES, the
+    folders whose headers its sources may include, the tools to look up, the paths to stat."""
+    from analysis.backends import gem5, perf, qemu
+    from analysis.core import config, mpi, toolchain
+
+    sweep_files = set(config.read_sweep(Path(command.config))[1])
+    named = {*sweep_files, *sweep.table_paths, config.GEM5_SYSTEMS}
+    sources = {mpi.SESSION_SOURCE}
+    for row in sweep.table.rows:
+        sources.update((row.source, *row.extra_sources))
+    sources.update(f.driver for f in sweep.table.families.values() if f.driver is not None)
+    trees = [REPO / t for t in TREES]
+    outside = sorted({str(p.resolve()) for p in named | sources
+                      if not any(p.resolve().is_relative_to(t) for t in trees)})
+    header_dirs = sorted({str(p.resolve().parent) for p in sources
+                          if not any(p.resolve().parent.is_relative_to(t) for t in trees)})
+
+    tools = {c.cc[0] for c in toolchain.COMPILERS.values()} | {toolchain.OBJDUMP, qemu.QEMU, "armie", "perf"}
+    if sweep.perf is not None:
+        tools.add(sweep.perf.perf)
+    probes = {DPKG_STATUS, sys.executable, *site.getsitepackages()}
+    for name in ("debian", "ompi5"):
+        lib = mpi.library(name)
+        probes.update((str(lib.include / "mpi.h"), str(lib.lib / "libmpi.so")))
+    if sweep.gem5 is not None:  # every place gem5 is looked for (analysis.backends.gem5.find_gem5)
+        given = [os.environ.get("GEM5") or "", sweep.gem5.binary or ""]
+        probes.update(str(Path(g).expanduser()) for g in given if g and g != gem5.OFF)
+        probes.add(str(gem5.cached_gem5()))
+    return {"files": outside, "header_dirs": header_dirs, "tools": sorted(tools), "probes": sorted(probes)}
 
 
 # --- the parts --------------------------------------------------------------------------------
