@@ -158,6 +158,26 @@ def test_an_edited_sweep_file_is_swept(own: Path, work: Path) -> None:
     assert answered(own, sweep(own))
 
 
+def test_a_kernel_table_link_pointed_elsewhere_goes_to_snakemake(own: Path) -> None:
+    """The files a sweep names are watched as it names them: a link moved to another file is a
+    change, though the file it pointed to is not."""
+    named = own / "my_kernels.yaml"
+    text = named.read_text()
+    (own / "v1.yaml").write_text(text)
+    (own / "v2.yaml").write_text(text.replace('label: "', 'label: "v2: ', 1))
+    named.unlink()
+    named.symlink_to("v1.yaml")
+    try:
+        settled(own)
+        named.unlink()
+        named.symlink_to("v2.yaml")
+        fell_through(own, sweep(own))
+        assert answered(own, sweep(own))
+    finally:
+        named.unlink()
+        named.write_text(text)
+    fell_through(own, sweep(own))
+
 def test_a_deleted_table_is_made_again(own: Path) -> None:
     settled(own)
     counts = own / "results" / "counts.csv"

@@ -265,17 +265,22 @@ def watch(command: Command, sweep: config.Sweep) -> dict[str, list[str]]:
     """What the check recomputes besides the fixed parts, from the loaded sweep, so the check
     needs neither the schema nor the kernel table: the files the sweep names outside TREES, the
     folders whose headers its sources may include, the tools to look up, the paths to stat."""
+    # Paths as the sweep names them, links not followed: a link pointed elsewhere is a change
+    # (identity and content follow it when the check runs).
     sweep_files = set(config.read_sweep(Path(command.config))[1])
-    named = {*sweep_files, *sweep.table_paths, config.GEM5_SYSTEMS}
-    sources = {mpi.SESSION_SOURCE}
+    named = {os.path.abspath(p) for p in (*sweep_files, *sweep.table_paths, config.GEM5_SYSTEMS)}
+    sources = {os.path.abspath(mpi.SESSION_SOURCE)}
     for row in sweep.table.rows:
-        sources.update((row.source, *row.extra_sources))
-    sources.update(f.driver for f in sweep.table.families.values() if f.driver is not None)
-    trees = [REPO / t for t in TREES]
-    outside = sorted({str(p.resolve()) for p in named | sources
-                      if not any(p.resolve().is_relative_to(t) for t in trees)})
-    header_dirs = sorted({str(p.resolve().parent) for p in sources
-                          if not any(p.resolve().parent.is_relative_to(t) for t in trees)})
+        sources.update(os.path.abspath(p) for p in (row.source, *row.extra_sources))
+    sources.update(os.path.abspath(f.driver) for f in sweep.table.families.values() if f.driver is not None)
+    trees = [str(REPO / t) for t in TREES]
+
+    def outside_trees(path: str) -> bool:
+        return not any(path == t or path.startswith(t + os.sep) for t in trees)
+
+    outside = sorted(p for p in named | sources if outside_trees(p))
+    # rules/build.smk's _headers: *.h in the source's folder as named (os.path.dirname).
+    header_dirs = sorted({os.path.dirname(p) for p in sources if outside_trees(os.path.dirname(p))})
 
     tools = {c.cc[0] for c in toolchain.COMPILERS.values()} | {toolchain.OBJDUMP, qemu.QEMU, "armie", "perf"}
     if sweep.perf is not None:
