@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from analysis.commands import cli, keep, uptodate
+from analysis.core import table
 from conftest import PY, REPO, path_without
 
 TEMPLATE = REPO / "kernels" / "template"
@@ -148,8 +149,6 @@ def test_a_source_edited_behind_its_old_mtime_still_goes_to_snakemake(own: Path)
 
 
 def test_an_edited_sweep_file_is_swept(own: Path, work: Path) -> None:
-    from analysis.core import table
-
     settled(own)
     vls = [128] if yaml.safe_load((own / "sweep.yaml").read_text())["vector_lengths"] == [128, 256] else [128, 256]
     (own / "sweep.yaml").write_text(sweep_yaml(own, work / "build", vls))
@@ -158,6 +157,26 @@ def test_an_edited_sweep_file_is_swept(own: Path, work: Path) -> None:
     assert sorted(set(counts["vl"])) == vls
     assert answered(own, sweep(own))
 
+
+def test_a_kernel_table_link_pointed_elsewhere_goes_to_snakemake(own: Path) -> None:
+    """The files a sweep names are watched as it names them: a link moved to another file is a
+    change, though the file it pointed to is not."""
+    named = own / "my_kernels.yaml"
+    text = named.read_text()
+    (own / "v1.yaml").write_text(text)
+    (own / "v2.yaml").write_text(text.replace('label: "', 'label: "v2: ', 1))
+    named.unlink()
+    named.symlink_to("v1.yaml")
+    try:
+        settled(own)
+        named.unlink()
+        named.symlink_to("v2.yaml")
+        fell_through(own, sweep(own))
+        assert answered(own, sweep(own))
+    finally:
+        named.unlink()
+        named.write_text(text)
+    fell_through(own, sweep(own))
 
 def test_a_deleted_table_is_made_again(own: Path) -> None:
     settled(own)
@@ -322,3 +341,16 @@ def test_the_command_line_is_read_as_cli_reads_it(argv: list[str], capsys: pytes
         assert got == cli.sweep_command(ns)
         assert getattr(ns, "cores", 1) >= 1
 
+
+
+def test_the_lock_and_the_record_are_left_out_wherever_the_results_folder_lies(tmp_path: Path) -> None:
+    """The lock is rewritten by every command that takes it and the record is written after its
+    digests: inside the build folder too (results_dir under build_dir), neither may count."""
+    results = tmp_path / "build" / "results"
+    (results / "sub").mkdir(parents=True)
+    for name in (keep.LOCK, uptodate.NAME, f".{uptodate.NAME}.tmp123", "x", "sub/.lock"):
+        (results / name).write_text("")
+    for top in (tmp_path / "build", results):
+        walked = {str(top / rel) for rel, _kind, _ident in uptodate._walk(top, str(results))}
+        assert walked >= {str(results / "x"), str(results / "sub" / ".lock")}, walked
+        assert not walked & {str(results / n) for n in (keep.LOCK, uptodate.NAME, f".{uptodate.NAME}.tmp123")}, walked

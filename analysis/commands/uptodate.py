@@ -35,8 +35,8 @@ What the record covers (PARTS), and why:
   edited output, or a job a killed run left marked incomplete, makes Snakemake work).
 
 Imported by analysis.commands.cli before its own imports (pandas among them): this module and
-what the check imports (analysis.core.config, for the results folder) load neither pandas,
-Snakemake nor jsonschema (tested).
+what it imports (analysis.core.config for the results folder, the backends' tool names) load
+neither pandas, Snakemake nor jsonschema (tested).
 """
 from __future__ import annotations
 
@@ -52,12 +52,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
-if TYPE_CHECKING:
-    from analysis.core.config import Sweep
+# Light on purpose (PyYAML is the largest): neither pandas, Snakemake nor jsonschema (tested).
+from analysis.backends import gem5, qemu
+from analysis.core import config, files, mpi, toolchain
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = config.REPO
 NAME = ".uptodate.json"
 FORMAT = 1
 # keep.LOCK: keep imports pandas (through the tables), so it is named here again (tested equal).
@@ -177,8 +178,6 @@ def _check(argv: list[str]) -> str | None:
     command = parse(argv)
     if command is None or not command.covered():
         return None
-    from analysis.core import config  # PyYAML; neither pandas nor jsonschema (tested)
-
     results_dir, build_dir = config.dirs(command.config, command.overrides())
     path = results_dir / NAME
     with open(path, "rb") as f:
@@ -240,11 +239,9 @@ def invalidate(results_dir: Path) -> None:
     (results_dir / NAME).unlink(missing_ok=True)
 
 
-def record(command: Command, sweep: Sweep) -> None:
+def record(command: Command, sweep: config.Sweep) -> None:
     """After a local sweep that finished, as the last thing it writes: what the check compares.
     A record that cannot be written is left out (the next run takes the normal path)."""
-    from analysis.core import config, files
-
     try:
         if not command.covered():
             return
@@ -264,24 +261,26 @@ def record(command: Command, sweep: Sweep) -> None:
               file=sys.stderr, flush=True)
 
 
-def watch(command: Command, sweep: Sweep) -> dict[str, list[str]]:
+def watch(command: Command, sweep: config.Sweep) -> dict[str, list[str]]:
     """What the check recomputes besides the fixed parts, from the loaded sweep, so the check
     needs neither the schema nor the kernel table: the files the sweep names outside TREES, the
     folders whose headers its sources may include, the tools to look up, the paths to stat."""
-    from analysis.backends import gem5, perf, qemu
-    from analysis.core import config, mpi, toolchain
-
+    # Paths as the sweep names them, links not followed: a link pointed elsewhere is a change
+    # (identity and content follow it when the check runs).
     sweep_files = set(config.read_sweep(Path(command.config))[1])
-    named = {*sweep_files, *sweep.table_paths, config.GEM5_SYSTEMS}
-    sources = {mpi.SESSION_SOURCE}
+    named = {os.path.abspath(p) for p in (*sweep_files, *sweep.table_paths, config.GEM5_SYSTEMS)}
+    sources = {os.path.abspath(mpi.SESSION_SOURCE)}
     for row in sweep.table.rows:
-        sources.update((row.source, *row.extra_sources))
-    sources.update(f.driver for f in sweep.table.families.values() if f.driver is not None)
-    trees = [REPO / t for t in TREES]
-    outside = sorted({str(p.resolve()) for p in named | sources
-                      if not any(p.resolve().is_relative_to(t) for t in trees)})
-    header_dirs = sorted({str(p.resolve().parent) for p in sources
-                          if not any(p.resolve().parent.is_relative_to(t) for t in trees)})
+        sources.update(os.path.abspath(p) for p in (row.source, *row.extra_sources))
+    sources.update(os.path.abspath(f.driver) for f in sweep.table.families.values() if f.driver is not None)
+    trees = [str(REPO / t) for t in TREES]
+
+    def outside_trees(path: str) -> bool:
+        return not any(path == t or path.startswith(t + os.sep) for t in trees)
+
+    outside = sorted(p for p in named | sources if outside_trees(p))
+    # rules/build.smk's _headers: *.h in the source's folder as named (os.path.dirname).
+    header_dirs = sorted({os.path.dirname(p) for p in sources if outside_trees(os.path.dirname(p))})
 
     tools = {c.cc[0] for c in toolchain.COMPILERS.values()} | {toolchain.OBJDUMP, qemu.QEMU, "armie", "perf"}
     if sweep.perf is not None:
@@ -362,10 +361,9 @@ def part(name: str, watched: dict[str, list[str]], results_dir: Path, build_dir:
                 d.add(path, identity(path), content(path))
     elif name == "outputs":
         records = Records()
-        for root in (results_dir, build_dir):
+        for root in (results_dir, build_dir):  # either may lie in the other: the skip is by folder
             d.add(str(root))
-            skip = {LOCK, NAME} if root == results_dir else set()
-            for rel, kind, ident in _walk(root, skip):
+            for rel, kind, ident in _walk(root, str(results_dir)):
                 key = f"{root}/{rel}"
                 d.add(rel, kind, ident, records.stat("metadata", key), records.stat("incomplete", key))
     else:
@@ -384,22 +382,24 @@ def _files(top: Path) -> list[Path]:
     return out
 
 
-def _walk(top: Path, skip: set[str], rel: str = "") -> Iterator[tuple[str, str, object]]:
-    """(relative path, kind, identity) of everything under `top`, depth first in name order;
-    `skip` names files at the top (the lock, the record and its temporary files)."""
+def _walk(top: Path, results_dir: str, rel: str = "") -> Iterator[tuple[str, str, object]]:
+    """(relative path, kind, identity) of everything under `top`, depth first in name order,
+    but the results folder's lock (rewritten by every command that takes it), this record and
+    its temporary files."""
+    folder = os.path.join(top, rel) if rel else str(top)
     try:
-        entries = sorted(os.scandir(top / rel if rel else top), key=lambda e: e.name)
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except FileNotFoundError:
         return
     for e in entries:
-        if not rel and (e.name in skip or e.name.startswith(f".{NAME}.tmp")):
+        if folder == results_dir and (e.name in (LOCK, NAME) or e.name.startswith(f".{NAME}.tmp")):
             continue
         path = f"{rel}/{e.name}" if rel else e.name
         if e.is_symlink():
             yield path, "link", (os.readlink(e.path), identity(e.path))
         elif e.is_dir():
             yield path, "dir", None
-            yield from _walk(top, skip, path)
+            yield from _walk(top, results_dir, path)
         else:
             st = e.stat(follow_symlinks=False)
             yield path, "file", (st.st_size, st.st_mtime_ns, st.st_ino)
