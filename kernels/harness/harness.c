@@ -7,10 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #ifdef __ARM_FEATURE_SVE
 #include <sys/prctl.h>
 #endif
@@ -377,103 +374,8 @@ static struct {
     void *to[2];
     size_t bytes[2];
     struct prep_copy *copy; /* NULL: past MAX_PREPS, computed in every run */
-    int computing;          /* not remembered in this process: remember it at the end */
-    int loaded;             /* read from the shared folder: the caller computes nothing */
-    char name[200];         /* its file in the shared folder, "" when it has none */
+    int computing;
 } prep;
-
-/* Preparations shared between processes (docs/contracts.md section 1): a count job's runner
- * links ./prep in the process's working directory to a folder shared by the binaries whose
- * preparations are the same (same driver sources, flags and compiler: VLA and VLS builds,
- * variants of a family). The first process to compute a preparation writes it there; the
- * others read it instead of computing it again (a VLS binary runs one VL, so the in-process
- * memory above never spares it anything). Reading and writing happen between the preparation
- * markers, which the counts leave out, with plain system calls (no stdio, no malloc: the heap
- * the runs see stays as it was). No ./prep (a replay, a run by hand): computed as before. */
-#define PREP_DIR "prep/"
-
-/* "prep/p<index>-<size>-<bytes a>-<bytes b>-<value>..." or "" when a parameter value holds a
- * character a file name should not (it is then computed, never shared). */
-static void prep_file_name(size_t index)
-{
-    int n = snprintf(prep.name, sizeof prep.name, PREP_DIR "p%zu-%zu-%zu-%zu", index, h.size, prep.bytes[0],
-                     prep.bytes[1]);
-    for (size_t k = 0; h.keys[k] && n > 0 && (size_t)n < sizeof prep.name; k++) {
-        for (const char *c = h.values[k]; *c; c++)
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
-                  *c == '.' || *c == '+'))
-                n = -1;
-        if (n > 0)
-            n += snprintf(prep.name + n, sizeof prep.name - (size_t)n, "-%s", h.values[k]);
-    }
-    if (n <= 0 || (size_t)n >= sizeof prep.name)
-        prep.name[0] = '\0';
-}
-
-static int read_all(int fd, void *to, size_t bytes)
-{
-    for (size_t done = 0; done < bytes;) {
-        ssize_t r = read(fd, (char *)to + done, bytes - done);
-        if (r <= 0)
-            return 0;
-        done += (size_t)r;
-    }
-    return 1;
-}
-
-static int write_all(int fd, const void *from, size_t bytes)
-{
-    for (size_t done = 0; done < bytes;) {
-        ssize_t w = write(fd, (const char *)from + done, bytes - done);
-        if (w <= 0)
-            return 0;
-        done += (size_t)w;
-    }
-    return 1;
-}
-
-/* The shared copy into the run's buffers; 0 when there is none. A file of another length is
- * not this preparation (skipped); a read that fails halfway has overwritten the buffers, and
- * a preparation may keep what the run wrote before it (unpack's gap sentinel): that fails. */
-static int load_shared(void)
-{
-    if (!prep.name[0])
-        return 0;
-    int fd = open(prep.name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size != prep.bytes[0] + prep.bytes[1]) {
-        close(fd);
-        return 0;
-    }
-    for (int k = 0; k < 2; k++)
-        if (prep.bytes[k] && !read_all(fd, prep.to[k], prep.bytes[k]))
-            harness_fail("cannot read the shared preparation %s", prep.name);
-    close(fd);
-    return 1;
-}
-
-/* Offer what this run computed to the other processes: written whole under a name of its
- * own, then renamed, so a reader sees a complete file or none. Failing to share costs only
- * time: the others compute it too. */
-static void store_shared(void)
-{
-    char tmp[sizeof prep.name + 32];
-    if (!prep.name[0] || snprintf(tmp, sizeof tmp, PREP_DIR ".%ld-%s", (long)getpid(), prep.name + sizeof PREP_DIR - 1) >=
-                             (int)sizeof tmp)
-        return;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
-    int ok = 1;
-    for (int k = 0; k < 2; k++)
-        if (prep.bytes[k])
-            ok = ok && write_all(fd, prep.to[k], prep.bytes[k]);
-    ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, prep.name) != 0)
-        unlink(tmp);
-}
 
 static int same_key(void)
 {
@@ -552,22 +454,15 @@ int harness_prep_begin(void *a, size_t a_bytes, void *b, size_t b_bytes)
     prep.bytes[1] = b ? b_bytes : 0;
     prep.copy = i < MAX_PREPS ? &memo.copies[i] : NULL;
     prep.computing = !prep.copy || i >= memo.n;
-    prep.loaded = 0;
     if (!prep.computing && (prep.copy->bytes[0] != prep.bytes[0] || prep.copy->bytes[1] != prep.bytes[1]))
         harness_fail("preparation %zu of this run is %zu+%zu bytes, the run that computed it had %zu+%zu: "
                      "a preparation must depend only on the size and parameters", i, prep.bytes[0],
                      prep.bytes[1], prep.copy->bytes[0], prep.copy->bytes[1]);
-    if (prep.computing) {
-        prep_file_name(i);
-        prep.loaded = load_shared();
-    }
-    return prep.computing && !prep.loaded;
+    return prep.computing;
 }
 
 void harness_prep_end(void)
 {
-    if (prep.computing && !prep.loaded)
-        store_shared();
     if (prep.computing && prep.copy) {
         for (int k = 0; k < 2; k++)
             if (prep.to[k])
