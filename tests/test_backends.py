@@ -108,7 +108,9 @@ def test_a_plan_round_trips_through_its_json(tmp_path: Path) -> None:
     assert Plan.from_json(plan.to_json()) == plan
     assert plan.runs == job.runs and len(plan.time_limits) == len(job.runs)
     assert plan.meta["versions"] == {"compiler.gcc": "gcc 12", "host": "h", "qemu": "qemu-aarch64 version 7.2"}
-    assert plan.settings == {"plugin_dir": str(sweep.build_dir / "plugins"), "batch": True}
+    b = job.binary
+    shared = build.prep_cache_dir(sweep.build_dir, sweep.table, b.compiler, b.kernel, b.variant)
+    assert plan.settings == {"plugin_dir": str(sweep.build_dir / "plugins"), "batch": True, "prep_cache": str(shared)}
 
 
 def test_a_count_job_runs_in_one_process_unless_its_family_is_mpi() -> None:

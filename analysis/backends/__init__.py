@@ -79,6 +79,7 @@ class Backend(Protocol):
     #              compiler; .c: one per build)
     EXCLUSIVE: bool  # a job takes every core (timing measurements)
     TABLE: str  # the table its rows go to: counts.csv, or perf.csv (statistics over processes)
+    SHARES_PREPARATIONS: bool  # its jobs get settings["prep_cache"] (analysis.stages.build.prep_cache_dir)
 
     def preflight(self, sweep: Sweep) -> Ready | None:
         """None when the sweep does not use this backend; raises ToolchainError naming the fix

@@ -36,6 +36,7 @@ STAGE = "count"
 MARKER = "roi_armie.S"
 EXCLUSIVE = False
 TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
+SHARES_PREPARATIONS = False
 
 INSCOUNT_CLIENT = "libinscount_emulated.so"
 OPCODES_CLIENT = "libopcodes_emulated.so"

@@ -29,6 +29,7 @@ STAGE = "simulate"
 MARKER = "roi_gem5.S"
 EXCLUSIVE = False
 TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
+SHARES_PREPARATIONS = False
 
 SCRIPT = REPO / "gem5_scripts" / "se_sve.py"
 # Statistics of the ROI block: name in stats.txt (system built by se_sve.py) -> metric.

@@ -31,6 +31,7 @@ STAGE = "measure"
 MARKER = "roi_perf.c"  # perf control, timing and repetitions, built per native build
 EXCLUSIVE = True  # a measurement takes every core, so nothing else runs beside it
 TABLE = "perf.csv"  # where its rows go: statistics over processes (stats_rows, analysis.stages.collect --stats)
+SHARES_PREPARATIONS = False
 
 SEP = ";"  # perf does not quote fields; event names may contain commas
 OK, UNSUPPORTED, NOT_COUNTED, UNKNOWN = "ok", "unsupported", "not_counted", "unknown_event"

@@ -33,6 +33,7 @@ STAGE = "count"
 MARKER = "roi_qemu.S"
 EXCLUSIVE = False
 TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
+SHARES_PREPARATIONS = True  # its plans name a folder of shared preparations (run_batch's prep_cache)
 
 QEMU = "qemu-aarch64"
 SUPPORTED_QEMU = "7.2"  # the plugin API (version 1) and its struct layouts are those of 7.2
@@ -116,7 +117,9 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
             print(f"[{group[k] + 1}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, plan.runs[group[k]])} "
                   f"ran in {seconds:.3f}s", file=log, flush=True)
 
-        for i, rec in zip(group, run_batch(binary, plan.cpu_model, runs, plugins, plan.env, limits, ran)):
+        prep = plan.settings.get("prep_cache")
+        for i, rec in zip(group, run_batch(binary, plan.cpu_model, runs, plugins, plan.env, limits, ran,
+                                           Path(prep) if prep else None)):
             records[i] = rec
             log_record(binary, plan, i + 1, rec, log)
     return {}, [records[i] for i in range(len(plan.runs))]
@@ -174,15 +177,20 @@ def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env: dict
 
 def run_batch(binary: Path, cpu_model: str, runs: Sequence[Run], plugin_dir: Path,
               env: dict[str, str] | None = None, limits: Sequence[float | None] | None = None,
-              on_done: Callable[[int, float], None] | None = None) -> list[dict[str, Any]]:
+              on_done: Callable[[int, float], None] | None = None, prep_cache: Path | None = None) -> list[dict[str, Any]]:
     """Run cells of one binary in one QEMU process and return their records: argv, stdout,
     VL seen and every client's output. A dynamically linked (MPI) binary is staged the same
     way: its libraries come from the multiarch paths, not from beside the binary. `limits`:
     seconds each run may take before QEMU is killed (None: no limit); `on_done(k, seconds)`: as
     run k ends. A run that fails is named by its place: the runs before it printed their `ok`
-    lines, it did not."""
+    lines, it did not. `prep_cache`: the folder whose preparations the binary shares with the
+    other binaries of its key (build.prep_cache_dir), linked as ./prep; counts are the same
+    with or without it."""
     with staged(binary) as exe:
         out_dir = exe.parent
+        if prep_cache is not None:
+            prep_cache.mkdir(parents=True, exist_ok=True)
+            (out_dir / "prep").symlink_to(prep_cache.resolve())
         cmd = qemu_command(exe, cpu_model, runs, plugin_dir, out_dir, env)
         t0 = time.monotonic()
         proc = run_cells(cmd, limits or [None] * len(runs), [cell_name(binary, cpu_model, r) for r in runs],

@@ -5,7 +5,11 @@ The Snakemake build rules run these commands, the provenance sidecar records the
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import re
 import shlex
+import shutil
 from pathlib import Path
 
 from analysis.backends.registry import REGISTRY
@@ -132,6 +136,47 @@ def plugin_cmd(client: str, out: Path | str) -> list[str]:
     return ["gcc", *PLUGIN_FLAGS, *vl_rule_defines(), "-o", str(out), str(PLUGIN_SOURCES / f"{client}.c"),
             str(PLUGIN_SOURCES / "decode.c"),
             f"-L{out.parent}", f"-l{PLUGIN_CORE}", "-Wl,-rpath,$ORIGIN"]
+
+
+# Preparations (harness_prep_begin) that processes share: one folder per compiler, family and
+# the content of every source that can compute one. Every input of the key is read once per
+# process (a workflow plans hundreds of jobs).
+PREP_CACHE = "prep"
+
+
+def prep_cache_dir(build_dir: Path, table: KernelTable, compiler: str, kernel: str, variant: str) -> Path:
+    """Where the binaries of (compiler, kernel, variant) share their preparations: the same
+    folder for every build (VLA, VLS-N) and, in a family with a driver, every variant, since a
+    preparation depends only on its size and parameters (docs/contracts.md section 1) and on
+    the code that computes it: the driver or the row's own source, the extra sources, the
+    harness, the headers beside them, the family's flags and the compiler's version."""
+    row = table.row(kernel, variant)
+    fam = table.families[row.family]
+    own = fam.driver or row.source
+    sources = [own, *extra_sources(table, kernel, variant), HARNESS_SOURCE, *sorted(INCLUDE.glob("*.h")),
+               *sorted(Path(own).parent.glob("*.h"))]
+    name = row.family if fam.driver else f"{row.family}-{kernel}-{variant}"
+    key = _prep_key(compiler, tuple(str(s) for s in sources), family_flags(table, row.family),
+                    reduce_matrix_header(table))
+    return build_dir / PREP_CACHE / f"{compiler}-{name}-{key}"
+
+
+def prune_prep_caches(folder: Path) -> None:
+    """Remove the folders of the same compiler and family made for code that has changed since
+    (each holds up to a sweep's inputs and references, hundreds of MiB for the full matrix).
+    A job still reading one computes instead: the folders only save time."""
+    stem = folder.name.rsplit("-", 1)[0]
+    for old in folder.parent.glob(f"{stem}-*"):
+        if old != folder and re.fullmatch(rf"{re.escape(stem)}-[0-9a-f]{{16}}", old.name):
+            shutil.rmtree(old, ignore_errors=True)
+
+
+@functools.cache
+def _prep_key(compiler: str, sources: tuple[str, ...], flags: tuple[str, ...], generated: str) -> str:
+    h = hashlib.sha256("\0".join([compiler, COMPILERS[compiler].version(), *flags, generated]).encode())
+    for s in sources:
+        h.update(b"\0" + Path(s).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def kernel_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, kernel: str, variant: str) -> list[str]:

@@ -65,8 +65,10 @@ def plan_job(sweep: config.Sweep, job: config.Job, ready: Ready, versions: dict[
     }
     factor = backend.time_factor(sweep)
     limits = tuple(sweep.time_limit(b.kernel, b.variant, r.size, factor) for r in job.runs)
-    return Plan(b.backend, str(binary), job.cpu_model, job.runs, limits, env, meta,
-                backend.settings(sweep, job, ready))
+    settings = backend.settings(sweep, job, ready)
+    if backend.SHARES_PREPARATIONS:
+        settings["prep_cache"] = str(build.prep_cache_dir(sweep.build_dir, sweep.table, b.compiler, b.kernel, b.variant))
+    return Plan(b.backend, str(binary), job.cpu_model, job.runs, limits, env, meta, settings)
 
 
 def write_plans(sweep: config.Sweep, ready: dict[str, Ready], jobs: list[config.Job],
@@ -74,9 +76,14 @@ def write_plans(sweep: config.Sweep, ready: dict[str, Ready], jobs: list[config.
     """Every job's plan file, rewritten only when its content changes: the plan is an input of
     the job's rule, so a change of runs, limits or tool versions re-runs exactly that job."""
     mpi_versions: dict[str | None, str] = {}
+    shared: set[Path] = set()
     for job in jobs:
         plan = plan_job(sweep, job, ready[job.binary.backend], versions, mpi_versions)
         toolchain.write_stamp(job_path(sweep.results_dir / "plans", job, ".json"), plan.to_json())
+        if "prep_cache" in plan.settings:
+            shared.add(Path(plan.settings["prep_cache"]))
+    for folder in shared:
+        build.prune_prep_caches(folder)
 
 
 def run(plan: Plan, out: Path) -> None:

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #ifdef __ARM_FEATURE_SVE
 #include <sys/prctl.h>
 #endif
@@ -440,6 +443,12 @@ static void remember(struct prep_copy *c, int k, const void *p, size_t bytes)
     copy_prep(c->data[k], p, bytes);
 }
 
+/* Preparations shared between processes: the code is at the end of this file, in sections of
+ * its own (SHARE_TEXT, SHARE_DATA). */
+static int prep_decide(void);
+void harness_prep_end(void) __attribute__((noinline, section(".text.harness_share")));
+void harness_prep_end_counted(void) __attribute__((noinline));
+
 int harness_prep_begin(void *a, size_t a_bytes, void *b, size_t b_bytes)
 {
     /* From here to harness_prep_end's marker nothing counts (tbstats.h): the branches below
@@ -458,10 +467,10 @@ int harness_prep_begin(void *a, size_t a_bytes, void *b, size_t b_bytes)
         harness_fail("preparation %zu of this run is %zu+%zu bytes, the run that computed it had %zu+%zu: "
                      "a preparation must depend only on the size and parameters", i, prep.bytes[0],
                      prep.bytes[1], prep.copy->bytes[0], prep.copy->bytes[1]);
-    return prep.computing;
+    return prep_decide();
 }
 
-void harness_prep_end(void)
+void harness_prep_end_counted(void)
 {
     if (prep.computing && prep.copy) {
         for (int k = 0; k < 2; k++)
@@ -578,4 +587,140 @@ void harness_ok(uint64_t checksum)
            (unsigned long long)checksum);
     fflush(stdout);
     finish(HARNESS_EXIT_OK);
+}
+
+/* Preparations shared between processes (docs/contracts.md section 1): a count job's runner
+ * links ./prep in the process's working directory to a folder shared by the binaries whose
+ * preparations are the same (same driver sources, flags and compiler: VLA and VLS builds,
+ * variants of a family). The first process to compute a preparation writes it there; the
+ * others read it instead of computing it again (a VLS binary runs one VL, so the in-process
+ * memory above never spares it anything). Reading and writing happen between the preparation
+ * markers, which the counts leave out, with plain system calls (no stdio, no malloc: the heap
+ * the runs see stays as it was). No ./prep (a replay, a run by hand): computed as before.
+ *
+ * Why the sections: whole.total counts every instruction outside the preparation markers, and
+ * it moved when this code was first added inline. GCC aligns functions and loops with a
+ * bounded skip (.p2align 4,,11 and 3,,7), so a function that moves by 4 bytes can gain or lose
+ * a nop that runs, and glibc's string functions take paths that depend on a string's address.
+ * So nothing here is placed among the harness's own code or strings: its code, constant strings
+ * and state go to sections of their own, which the linker places after this object's; the
+ * counted code before harness_prep_begin's marker and after harness_prep_end_counted's marker
+ * is instruction for instruction what it was (tests/test_prep_cache.py checks by disassembly). */
+#define SHARE_TEXT __attribute__((noinline, section(".text.harness_share")))
+#define SHARE_DATA __attribute__((section(".rodata.harness_share")))
+#define PREP_DIR "prep/"
+
+static struct {
+    int loaded;     /* read from the shared folder: the caller computes nothing */
+    char name[200]; /* its file in the shared folder, "" when it has none */
+} share __attribute__((section(".bss.harness_share")));
+
+static const char share_name_format[] SHARE_DATA = PREP_DIR "p%zu-%zu-%zu-%zu";
+static const char share_value_format[] SHARE_DATA = "-%s";
+static const char share_tmp_format[] SHARE_DATA = PREP_DIR ".%ld-%s";
+static const char share_read_failed[] SHARE_DATA = "cannot read the shared preparation %s";
+
+/* "prep/p<index>-<size>-<bytes a>-<bytes b>-<value>..." or "" when a parameter value holds a
+ * character a file name should not (it is then computed, never shared). */
+SHARE_TEXT static void share_file_name(size_t index)
+{
+    int n = snprintf(share.name, sizeof share.name, share_name_format, index, h.size, prep.bytes[0],
+                     prep.bytes[1]);
+    for (size_t k = 0; h.keys[k] && n > 0 && (size_t)n < sizeof share.name; k++) {
+        for (const char *c = h.values[k]; *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+                  *c == '.' || *c == '+'))
+                n = -1;
+        if (n > 0)
+            n += snprintf(share.name + n, sizeof share.name - (size_t)n, share_value_format, h.values[k]);
+    }
+    if (n <= 0 || (size_t)n >= sizeof share.name)
+        share.name[0] = '\0';
+}
+
+SHARE_TEXT static int read_all(int fd, void *to, size_t bytes)
+{
+    for (size_t done = 0; done < bytes;) {
+        ssize_t r = read(fd, (char *)to + done, bytes - done);
+        if (r <= 0)
+            return 0;
+        done += (size_t)r;
+    }
+    return 1;
+}
+
+SHARE_TEXT static int write_all(int fd, const void *from, size_t bytes)
+{
+    for (size_t done = 0; done < bytes;) {
+        ssize_t w = write(fd, (const char *)from + done, bytes - done);
+        if (w <= 0)
+            return 0;
+        done += (size_t)w;
+    }
+    return 1;
+}
+
+/* The shared copy into the run's buffers; 0 when there is none. A file of another length is
+ * not this preparation (skipped); a read that fails halfway has overwritten the buffers, and
+ * a preparation may keep what the run wrote before it (unpack's gap sentinel): that fails. */
+SHARE_TEXT static int load_shared(void)
+{
+    if (!share.name[0])
+        return 0;
+    int fd = open(share.name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size != prep.bytes[0] + prep.bytes[1]) {
+        close(fd);
+        return 0;
+    }
+    for (int k = 0; k < 2; k++)
+        if (prep.bytes[k] && !read_all(fd, prep.to[k], prep.bytes[k]))
+            harness_fail(share_read_failed, share.name);
+    close(fd);
+    return 1;
+}
+
+/* Offer what this run computed to the other processes: written whole under a name of its
+ * own, then renamed, so a reader sees a complete file or none. Failing to share costs only
+ * time: the others compute it too. */
+SHARE_TEXT static void store_shared(void)
+{
+    char tmp[sizeof share.name + 32];
+    if (!share.name[0] || snprintf(tmp, sizeof tmp, share_tmp_format, (long)getpid(),
+                                   share.name + sizeof PREP_DIR - 1) >= (int)sizeof tmp)
+        return;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    int ok = 1;
+    for (int k = 0; k < 2; k++)
+        if (prep.bytes[k])
+            ok = ok && write_all(fd, prep.to[k], prep.bytes[k]);
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, share.name) != 0)
+        unlink(tmp);
+}
+
+/* harness_prep_begin's answer, after its marker: compute (1) unless this process remembers
+ * the preparation or the shared folder holds it (then it is in the run's buffers already). */
+SHARE_TEXT static int prep_decide(void)
+{
+    share.loaded = 0;
+    if (!prep.computing)
+        return 0;
+    share_file_name(h.preps - 1);
+    share.loaded = load_shared();
+    return !share.loaded;
+}
+
+/* The drivers' harness_prep_end: offer a computed preparation, then the remembering and the
+ * counted copy back, unchanged (a tail call, so nothing of this function runs after the
+ * marker). */
+SHARE_TEXT void harness_prep_end(void)
+{
+    if (prep.computing && !share.loaded)
+        store_shared();
+    harness_prep_end_counted();
 }
