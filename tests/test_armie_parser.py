@@ -159,23 +159,3 @@ def test_parse_opcodes_rejects(line: str):
 def test_parse_opcodes_duplicate_encoding():
     with pytest.raises(ValueError, match="already listed on line 1"):
         armie.parse_opcodes("5 : 0xa540a000\n3 : 0xa540a000\n")
-
-
-# --- parse_opcodes_stdout ----------------------------------------------------
-
-def test_parse_opcodes_stdout_matches_undecoded_file():
-    summary = armie.parse_opcodes_stdout(read("SYNTHETIC-opcodes-stdout.txt"))
-    assert summary["native_top"][0] == {"opcode": "ldr", "count": 20480}
-    assert [o["opcode"] for o in summary["native_top"]] == ["ldr", "add", "subs", "bcond", "str", "orr"]
-    assert summary["undecoded_file"] == "undecoded.stream.4242.log"
-    undecoded = armie.parse_opcodes(read("SYNTHETIC-undecoded.stream.4242.log"))
-    assert summary["unique_emulated"] == len(undecoded)
-
-
-def test_parse_opcodes_stdout_errors():
-    with pytest.raises(ValueError, match="no 'Opcode execution counts"):
-        armie.parse_opcodes_stdout("hello\n")
-    with pytest.raises(ValueError, match="unique emulated"):
-        armie.parse_opcodes_stdout("Opcode execution counts in AArch64 mode:\n   5 : add\n")
-    with pytest.raises(ValueError, match="line 2"):
-        armie.parse_opcodes_stdout("Opcode execution counts in AArch64 mode:\nnot a count\n")

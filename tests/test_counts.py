@@ -270,10 +270,13 @@ def test_cpu_model_a64fx_picks_glibc_a64fx_memcpy(binaries, plugin_dir) -> None:
     assert funcs["a64fx"][0]["symbol"] == "__memcpy_a64fx"
 
 
-def test_armie_backend_plumbing_with_a_fake_armie(binaries, monkeypatch, tmp_path) -> None:
+# The names ArmIE versions give the opcodes client's encodings file (shared/reference/armie.md).
+@pytest.mark.parametrize("undecoded", ["undecoded.txt", "undecoded.copy-acle_4v.4242.log"])
+def test_armie_backend_plumbing_with_a_fake_armie(binaries, monkeypatch, tmp_path, undecoded: str) -> None:
     """SYNTHETIC: a stand-in `armie` script (QEMU underneath, ArmIE's output formats on top)
-    drives analysis.backends.armie.run_once into the same record shape the table reads.
-    It checks our plumbing only; real ArmIE is untested (it runs only on AArch64)."""
+    drives analysis.backends.armie.run_once into the same record shape the table reads, with
+    either name of the encodings file. It checks our plumbing only; real ArmIE is untested (it
+    runs only on AArch64)."""
     from analysis.stages import parse
     from analysis.backends import armie
     from analysis.core.config import Run
@@ -290,9 +293,9 @@ sys.stdout.write(p.stdout)
 if "inscount" in client:
     print(f"{1000 if roi else 50000} instructions executed of which {100 if roi else 200} were emulated instructions", file=sys.stderr)
 else:
-    open("undecoded.txt", "w").write("# SYNTHETIC\\n      100 : 0xa400a000\\n")
+    open("UNDECODED", "w").write("# SYNTHETIC\\n      100 : 0xa400a000\\n")
 sys.exit(p.returncode)
-""")
+""".replace("UNDECODED", undecoded))
     fake.chmod(0o755)
     monkeypatch.setattr(armie, "armie_available", lambda: str(fake))
     # The qemu-linked binary: ArmIE's marker words would SIGILL under the QEMU underneath.

@@ -86,12 +86,6 @@ _INSCOUNT_RE = re.compile(
 )
 # undecoded.txt / undecoded.<app>.<pid>.log line: `%9lu : 0x%08x`.
 _UNDECODED_RE = re.compile(r"^\s*(\d+)\s*:\s*0x([0-9a-fA-F]{8})\s*$")
-# opcodes client stdout: header, then `%9lu : %-15s` lines, then the unique-emulated summary.
-_OPCODES_HEADER = "Opcode execution counts in AArch64 mode:"
-_NATIVE_OPCODE_RE = re.compile(r"^\s*(\d+)\s*:\s*(\S+)\s*$")
-_UNIQUE_EMULATED_RE = re.compile(
-    r"^\s*(\d+) unique emulated instructions written to (\S+)\s*$"
-)
 
 
 def _content_lines(text: str) -> list[tuple[int, str]]:
@@ -194,36 +188,6 @@ def parse_opcodes(undecoded_text: str) -> list[dict]:
         out.append({"encoding": encoding, "count": int(m.group(1))})
     out.sort(key=lambda e: (-e["count"], e["encoding"]))
     return out
-
-
-def parse_opcodes_stdout(text: str) -> dict:
-    """Parse the `libopcodes_emulated.so` stdout block.
-
-    Returns `{"native_top": [{"opcode": name, "count": N}, ...], "unique_emulated": K,
-    "undecoded_file": name}`. Why: `unique_emulated` cross-checks that the undecoded file read
-    belongs to this run (`len(parse_opcodes(...)) == K`), and `undecoded_file` tells which file
-    name this ArmIE version used (`undecoded.txt` or `undecoded.<app>.<pid>.log`). The native
-    list is only the client's top 15, so it is informational, not a complete count.
-    """
-    lines = _content_lines(text)
-    starts = [i for i, (_, line) in enumerate(lines) if line.strip() == _OPCODES_HEADER]
-    if not starts:
-        raise ValueError(f"ArmIE opcodes: no '{_OPCODES_HEADER}' line found: was -i libopcodes_emulated.so used?")
-    if len(starts) > 1:
-        raise ValueError(f"ArmIE opcodes: {len(starts)} '{_OPCODES_HEADER}' blocks; expected one per output")
-    native: list[dict] = []
-    for lineno, line in lines[starts[0] + 1:]:
-        m = _UNIQUE_EMULATED_RE.match(line)
-        if m:
-            return {"native_top": native, "unique_emulated": int(m.group(1)), "undecoded_file": m.group(2)}
-        m = _NATIVE_OPCODE_RE.match(line)
-        if not m:
-            raise ValueError(
-                f"ArmIE opcodes line {lineno}: {line.strip()[:80]!r} is neither '<count> : <opcode>' "
-                "nor '<K> unique emulated instructions written to <file>'"
-            )
-        native.append({"opcode": m.group(2), "count": int(m.group(1))})
-    raise ValueError("ArmIE opcodes: block has no '<K> unique emulated instructions written to <file>' line")
 
 
 def _armie_run(cmd: list[str], cwd: Path, cell: str, timeout: float | None = None) -> tuple[subprocess.CompletedProcess, float]:

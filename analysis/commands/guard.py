@@ -28,9 +28,6 @@ from contextlib import contextmanager
 
 from analysis.core.config import REPO
 
-LOCK_DIR = REPO / ".snakemake" / "locks"
-
-
 def pythonpath_env(first: Path) -> dict[str, str]:
     """This environment with `first` at the head of PYTHONPATH (plugins Snakemake must find)."""
     path = os.environ.get("PYTHONPATH")

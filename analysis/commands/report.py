@@ -15,11 +15,9 @@ check it as it is (tests/test_report.py).
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -151,19 +149,3 @@ def write(sweep: config.Sweep) -> Path:
     out = sweep.results_dir / NAME
     files.write_text_atomic(out, build(sweep))
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    config.add_sweep_args(p)
-    ns = p.parse_args(argv)
-    try:
-        print(f"report: {write(config.load_from_args(ns))}")
-    except (config.ConfigError, files.WriteError, table.TableError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

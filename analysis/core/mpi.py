@@ -70,10 +70,6 @@ def library(name: str) -> Library:
     return DEBIAN
 
 
-def is_mpi(table: KernelTable, kernel: str, variant: str) -> bool:
-    return table.families[table.row(kernel, variant).family].mpi
-
-
 def family_library(table: KernelTable, family: str) -> Library | None:
     fam = table.families[family]
     return library(fam.mpi_library) if fam.mpi else None

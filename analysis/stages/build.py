@@ -260,30 +260,10 @@ ROI_MARKERS = ("roi_begin", "roi_end")
 ROI_FIX = "put roi_begin(); before and roi_end(); after the work to count (see kernels/template/my_kernel.c)"
 
 
-def missing_roi_calls(objects: list[Path]) -> list[str]:
-    """Marker routines that none of the objects calls (an empty list is what we want)."""
-    from elftools.elf.elffile import ELFFile
-
-    undefined: set[str] = set()
-    for obj in objects:
-        with open(obj, "rb") as f:
-            symtab = ELFFile(f).get_section_by_name(".symtab")
-            undefined |= {s.name for s in symtab.iter_symbols() if s["st_shndx"] == "SHN_UNDEF"}
-    return [m for m in ROI_MARKERS if m not in undefined]
-
-
-def roi_check_message(name: str, objects: list[Path]) -> str | None:
-    """Why a kernel must not be linked (its objects never call the ROI markers), else None."""
-    missing = missing_roi_calls(objects)
-    if not missing:
-        return None
-    return f"kernel {name}: never calls {' or '.join(f'{m}()' for m in missing)}: {ROI_FIX}"
-
-
 def roi_check_shell(name: str, objects: list[Path] | list[str]) -> str:
-    """roi_check_message's check and message as one shell command that fails (status 1, the
-    message on stderr) or succeeds, for the link rule: a Python start per binary cost more than
-    the link. The host's nm reads the objects of every target."""
+    """A shell command that refuses to link a kernel whose objects never call the ROI markers
+    (status 1, a message on stderr that says what to add), for the link rule: a Python start
+    per binary cost more than the link. The host's nm reads the objects of every target."""
     objs = " ".join(shlex.quote(str(o)) for o in objects)
     return (
         f"u=$(nm -u --format=just-symbols {objs}) && nl=$'\\n' && miss= && "
@@ -291,24 +271,3 @@ def roi_check_shell(name: str, objects: list[Path] | list[str]) -> str:
         f"*) miss=\"$miss${{miss:+ or }}$m()\" ;; esac; done && "
         f"if [ -n \"$miss\" ]; then echo \"kernel {name}: never calls $miss: {ROI_FIX}\" >&2; false; fi"
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m analysis.stages.build check-roi NAME OBJ...`: refuse to link a kernel whose objects
-    never call the ROI markers, with a message that says what to add. (The link rule runs the
-    same check as a shell command, roi_check_shell, without starting Python per binary.)"""
-    import sys
-
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) < 3 or args[0] != "check-roi":
-        print("usage: python -m analysis.stages.build check-roi NAME OBJ...", file=sys.stderr)
-        return 2
-    msg = roi_check_message(args[1], [Path(a) for a in args[2:]])
-    if msg:
-        print(msg, file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
