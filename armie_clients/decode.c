@@ -4,7 +4,7 @@
  * (inscount), its memory class and the rule for its bytes (memory), so the
  * two clients cannot disagree on what an SVE load or store is.
  *
- * Compiled into each client plugin (analysis/build.py plugin_cmd: <client>.c
+ * Compiled into each client plugin (analysis/stages/build.py plugin_cmd: <client>.c
  * decode.c); the host test driver tests/decode_driver.c links it too.
  */
 #include "decode.h"

@@ -2,7 +2,7 @@
  * inscount.c - QEMU 7.2 TCG plugin: SVE-aware instruction counts, whole run
  * and region of interest (between hint #0x40 and hint #0x41), by class.
  *
- * Build: analysis/build.py plugin_cmd (gcc -shared ... -std=gnu11 inscount.c
+ * Build: analysis/stages/build.py plugin_cmd (gcc -shared ... -std=gnu11 inscount.c
  * decode.c -ltbstats: the counting core, built first as libtbstats.so).
  * Classes come from the decoder table shared with the memory client
  * (decode.c); tests/decode_driver.c prints them for any word.

@@ -2,7 +2,7 @@
  * memory.c - QEMU 7.2 TCG plugin: memory instructions and bytes in the
  * region of interest (between hint #0x40 and hint #0x41), by memory class.
  *
- * Build: analysis/build.py plugin_cmd (gcc -shared ... -std=gnu11 memory.c
+ * Build: analysis/stages/build.py plugin_cmd (gcc -shared ... -std=gnu11 memory.c
  * decode.c -ltbstats: the counting core, built first as libtbstats.so).
  * Memory classes and bytes come from the decoder table shared with
  * inscount (decode.c); tests/decode_driver.c prints them for any word.
@@ -11,7 +11,7 @@
  *       -plugin ./libmemory.so,out=mem.json,vl=512 ./prog args
  * Arguments: out=<path> and vl=<bits> (required; the vector length the guest
  * runs at, valid under the SVE VL rule the build passes as SVE_VL_MIN,
- * SVE_VL_MAX and SVE_VL_STEP from analysis/config.py; a batch of runs,
+ * SVE_VL_MAX and SVE_VL_STEP from analysis/core/config.py; a batch of runs,
  * tbstats.h, gives one per run: vl=<bits>:<bits>:...). Unknown keys are
  * rejected.
  *
@@ -60,9 +60,9 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
 
 static const char *const CLIENT = "memory";
 
-/* The VL rule is stated once, in analysis/config.py; build.plugin_cmd passes it. */
+/* The VL rule is stated once, in analysis/core/config.py; build.plugin_cmd passes it. */
 #if !defined(SVE_VL_MIN) || !defined(SVE_VL_MAX) || !defined(SVE_VL_STEP)
-#error "build with analysis/build.py plugin_cmd: it defines SVE_VL_MIN, SVE_VL_MAX, SVE_VL_STEP"
+#error "build with analysis/stages/build.py plugin_cmd: it defines SVE_VL_MIN, SVE_VL_MAX, SVE_VL_STEP"
 #endif
 
 static uint64_t *vls; /* one per run of a batch */

@@ -3,7 +3,7 @@
  * encodings executed in the region of interest (between hint #0x40 and
  * hint #0x41), and optionally over the whole run.
  *
- * Build: analysis/build.py plugin_cmd (gcc -shared ... -std=gnu11 opcodes.c
+ * Build: analysis/stages/build.py plugin_cmd (gcc -shared ... -std=gnu11 opcodes.c
  * decode.c -ltbstats: the counting core, built first as libtbstats.so).
  * Use:
  *   qemu-aarch64 -plugin ./libopcodes.so,out=opcodes.json[,whole=on] ./prog args

@@ -3,7 +3,7 @@
  * the JSON file writer and the argument/API-version handling shared by the
  * armie_clients QEMU 7.2 plugins. See tbstats.h for the counting scheme.
  *
- * Built once as the plugins' shared core by analysis/build.py plugin_cmd:
+ * Built once as the plugins' shared core by analysis/stages/build.py plugin_cmd:
  *   gcc -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -std=gnu11 \
  *       -o libtbstats.so tbstats.c
  * Each client links it (-ltbstats, found beside it through -rpath $ORIGIN).
