@@ -10,6 +10,10 @@ def _cmd(words):
     return shlex.join(words)
 
 
+# What harness.c and roi_perf.c include of kernels/include: the harness API and the VL rule.
+HARNESS_HEADERS = ["kernels/include/harness.h", "kernels/include/sve_vl.h"]
+
+
 def _headers(source):
     """Headers a source can include: those beside it and the harness API. Snakemake reads
     no depfiles, so a header edit must show up as an input change."""
@@ -119,7 +123,7 @@ rule harness_object:
     priority: BUILD_PRIORITY
     input:
         src="kernels/harness/harness.c",
-        hdr="kernels/include/harness.h",
+        hdr=HARNESS_HEADERS,
         cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
         cmd=_command("harness_object", _this_build(_harness_cmd)),
     output:
@@ -205,7 +209,7 @@ rule roi_perf_object:
     priority: BUILD_PRIORITY
     input:
         src="kernels/roi/roi_perf.c",
-        hdr="kernels/include/harness.h",
+        hdr=HARNESS_HEADERS,
         cc=stamp("compiler.native"),
         cmd=_command("roi_perf_object", lambda wc: _cmd(B.roi_compile_cmd(SWEEP.build_dir, "native", "perf", wc.build))),
     output:

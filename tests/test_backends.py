@@ -91,6 +91,28 @@ def test_the_vl_rule_is_data_for_the_clients_and_the_gem5_script(tmp_path: Path)
     assert "2048" not in script.split("def main")[1]
 
 
+def test_the_kernels_vl_rule_agrees_with_the_python_one(tmp_path: Path) -> None:
+    """kernels/include/sve_vl.h states the rule for the kernel binaries, analysis/core/config.py
+    for the rest: a program built with the header lists what it accepts, and the harness and
+    the perf marker state no VL of their own."""
+    prog = tmp_path / "vls.c"
+    prog.write_text('#include <stdio.h>\n#include "sve_vl.h"\nint main(void)\n{\n'
+                    '    for (unsigned long bits = 0; bits <= 2 * SVE_VL_MAX; bits++)\n'
+                    '        if (sve_vl_valid(bits))\n            printf("%lu ", bits);\n'
+                    '    printf("\\n%d %d %d\\n%s\\n", SVE_VL_MIN, SVE_VL_MAX, SVE_VL_STEP, SVE_VL_RULE);\n'
+                    '    return 0;\n}\n')
+    subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Werror", f"-I{build.INCLUDE}", str(prog), "-o", str(tmp_path / "vls")],
+                   check=True)
+    out = subprocess.run([str(tmp_path / "vls")], capture_output=True, text=True, check=True).stdout
+    valid, limits, rule = out.splitlines()
+    assert tuple(map(int, valid.split())) == config.VALID_VLS
+    assert limits == f"{config.VL_MIN} {config.VL_MAX} {config.VL_STEP}"
+    assert rule == f"a multiple of {config.VL_STEP} in [{config.VL_MIN}, {config.VL_MAX}]"
+    for src in (build.HARNESS_SOURCE, build.ROI_SOURCES / "roi_perf.c"):
+        code = re.sub(r"/\*.*?\*/|//[^\n]*", "", src.read_text(), flags=re.S)
+        assert '#include "sve_vl.h"' in code and not re.findall(rf"\b({config.VL_MIN}|{config.VL_MAX})\b", code), src
+
+
 def test_typed_sections_carry_the_defaults_once() -> None:
     sweep = config.load(REPO / "configs" / "default.yaml")
     assert sweep.gem5 is not None and list(sweep.gem5.systems) == sweep.raw["gem5"].get("systems", ["paper"])

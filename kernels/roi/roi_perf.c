@@ -1,4 +1,4 @@
-/* ROI markers for the perf backend (native runs, docs/contracts.md section 4).
+/* ROI markers for the perf backend (native runs, docs/contracts.md section 5).
  *
  * The perf backend starts the kernel as `perf stat --control fd:CTL,ACK -D -1 ... -- kernel`:
  * counters start disabled and count only between the "enable" and "disable" commands this
@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "sve_vl.h"
 
 #ifdef __ARM_FEATURE_SVE
 #include <sys/prctl.h>
@@ -76,7 +77,7 @@ static void __attribute__((constructor)) roi_perf_init(int argc, char **argv)
 {
 #ifdef __ARM_FEATURE_SVE
     unsigned long bits = argc > 1 ? strtoul(argv[1], NULL, 10) : 0;
-    if (bits >= 128 && bits <= 2048 && bits % 128 == 0 && prctl(PR_SVE_SET_VL, bits / 8) < 0) {
+    if (sve_vl_valid(bits) && prctl(PR_SVE_SET_VL, bits / 8) < 0) {
         fprintf(stderr, "FAIL: prctl(PR_SVE_SET_VL, %lu bytes): %s\n", bits / 8, strerror(errno));
         exit(HARNESS_EXIT_VL);
     }
