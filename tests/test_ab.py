@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from analysis.backends import perf
-from analysis.commands import ab
+from analysis.commands import ab_perf
 from analysis.core import config
 from conftest import PY, REPO
 
@@ -91,8 +91,8 @@ def test_bad_input_exit_2_before_any_work(tmp_path, args, needle) -> None:
     ([5, 5, 5], [5, 5, 5], "no change"),
 ])
 def test_verdict_is_range_overlap(a, b, want) -> None:
-    assert ab.verdict(a, b) == want
-    s = ab.summary(a, b)
+    assert ab_perf.verdict(a, b) == want
+    s = ab_perf.summary(a, b)
     assert s["a_min"] <= s["a_avg"] <= s["a_max"] and s["change_pct"] == pytest.approx(100 * (sum(b) / 3 - sum(a) / 3) / (sum(a) / 3))
 
 

@@ -274,7 +274,7 @@ def test_the_rules_log_errors_through_one_helper() -> None:
     """`2> {log} || { tail ...; exit 1; }` is written once (common.smk's logged())."""
     rules = {p.name: p.read_text() for p in (REPO / "rules").glob("*.smk") if p.name != "build.smk"}
     assert sum(t.count("tail -n 1") for t in rules.values()) == 1
-    assert "SKIP_SAID" not in "".join(rules.values()) + (REPO / "analysis" / "commands" / "cli.py").read_text()
+    assert "SKIP_SAID" not in "".join(rules.values()) + (REPO / "analysis" / "commands" / "sweep.py").read_text()
 
 
 def test_analysis_is_grouped_by_role() -> None:

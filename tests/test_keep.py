@@ -278,6 +278,6 @@ def test_snakemake_stops_even_when_the_command_was_started_with_sigint_ignored(t
 def test_runs_that_write_nothing_are_recognised(args: list[str], nothing: bool) -> None:
     """Found in review: `-- --dryrun` and `-- -np` took the lock, set tables aside and rewrote
     the report."""
-    from analysis.commands import cli
+    from analysis.commands import sweep
 
-    assert cli.writes_nothing(args) is nothing
+    assert sweep.writes_nothing(args) is nothing

@@ -1,6 +1,6 @@
 """`./harness sweep` again with nothing changed answers without Snakemake (issue 28), and only
 then: every change that can make Snakemake work goes to Snakemake, whose run is then correct
-(analysis/commands/uptodate.py says what is watched).
+(analysis/commands/watched.py says what is watched).
 
 One sweep of the template kernel, kept outside the repository as a user's own (so a test can
 edit its source and its sweep file), on the session's build tree. Every test starts from a state
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from analysis.commands import cli, keep, uptodate
+from analysis.commands import cli, keep, uptodate, watched
+from analysis.commands.sweep import sweep_command
 from analysis.core import table
 from conftest import PY, REPO, path_without
 
@@ -59,7 +60,7 @@ def answered(root: Path, proc: subprocess.CompletedProcess) -> bool:
 
 
 def ran_snakemake(proc: subprocess.CompletedProcess) -> bool:
-    """The normal path: the command kept the log of the Snakemake it ran (cli.keep_full_log)."""
+    """The normal path: the command kept the log of the Snakemake it ran (sweep.keep_full_log)."""
     return "full log: " in proc.stdout and "up to date" not in proc.stdout
 
 
@@ -338,7 +339,7 @@ def test_the_command_line_is_read_as_cli_reads_it(argv: list[str], capsys: pytes
         return
     if got is not None:
         assert ns.cmd == "sweep" and ns.slurm is None and not ns.verbose
-        assert got == cli.sweep_command(ns)
+        assert got == sweep_command(ns)
         assert getattr(ns, "cores", 1) >= 1
 
 
@@ -351,6 +352,6 @@ def test_the_lock_and_the_record_are_left_out_wherever_the_results_folder_lies(t
     for name in (keep.LOCK, uptodate.NAME, f".{uptodate.NAME}.tmp123", "x", "sub/.lock"):
         (results / name).write_text("")
     for top in (tmp_path / "build", results):
-        walked = {str(top / rel) for rel, _kind, _ident in uptodate._walk(top, str(results))}
+        walked = {str(top / rel) for rel, _kind, _ident in watched._walk(top, str(results))}
         assert walked >= {str(results / "x"), str(results / "sub" / ".lock")}, walked
         assert not walked & {str(results / n) for n in (keep.LOCK, uptodate.NAME, f".{uptodate.NAME}.tmp123")}, walked

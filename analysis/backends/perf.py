@@ -5,7 +5,7 @@ Each process is started as
     perf stat -x ';' -o perf.csv --control fd:CTL_R,ACK_W -D -1 -e EVENTS -- taskset -c CORE ./k ARGS
 
 with counting disabled until the kernel's roi_perf.o writes "enable" to the control pipe at
-a measured ROI and "disable" after it (docs/contracts.md section 4). The process repeats its
+a measured ROI and "disable" after it (docs/contracts.md section 5). The process repeats its
 call (warm-up calls, then `calls` measured ones), so perf's totals are per process and
 `stats_rows` divides them by `calls`. Events this machine cannot count are kept as
 rows with status unsupported; the run goes on.

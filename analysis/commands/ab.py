@@ -20,145 +20,24 @@ and for --perf the order the processes ran in). Exit status for CI: 0 when B is
 nowhere worse than A (more instructions at some VL, or slower with non-overlapping ranges),
 1 when it is, 2 on bad input (one line naming the fix, before any work), 3 when a line does
 not build or run (its message says which).
+
+Here the command and the counts mode; the lines and the comparison's sweep file are
+analysis.commands.ab_lines', the perf mode analysis.commands.ab_perf's.
 """
 from __future__ import annotations
 
 import argparse
-import collections
 import json
-import platform
-import re
-import shutil
-import statistics
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from analysis.backends import RunError, perf, qemu, staged
-from analysis.commands import guard
-from analysis.commands.guard import snakemake_cmd
+from analysis.backends import RunError, qemu
+from analysis.commands.ab_lines import NO_CHANGE, SLOWER, Line, build_targets, make_sweep, parse_line, rev_table, run_args
+from analysis.commands.ab_perf import compare_perf, perf_figure, perf_markdown
 from analysis.core import config, mpi, toolchain
 from analysis.core.config import REPO, ConfigError
 from analysis.stages import build
-
-LINE = re.compile(r"^(?:(?P<compiler>[a-z]+):)?(?P<kernel>[a-z][a-z0-9_]*)/(?P<variant>[a-z][a-z0-9_]*)(?:@(?P<rev>\S+))?$")
-NO_CHANGE, SLOWER, FASTER = "no change", "slower", "faster"
-
-
-@dataclass(frozen=True)
-class Line:
-    spec: str
-    compiler: str
-    kernel: str
-    variant: str  # the variant in the table the comparison builds (a revision gets its own)
-    rev: str | None = None
-
-
-def parse_line(spec: str, table: config.KernelTable) -> Line:
-    m = LINE.match(spec)
-    if not m:
-        raise ConfigError(f"line '{spec}': write [COMPILER:]KERNEL/VARIANT[@GITREV], e.g. copy/acle_4v or clang:copy/c_vec@HEAD~1")
-    compiler = m["compiler"] or "gcc"
-    if compiler not in toolchain.CROSS_COMPILERS:
-        raise ConfigError(f"line '{spec}': unknown compiler '{compiler}'; use {' or '.join(toolchain.CROSS_COMPILERS)}")
-    table.row(m["kernel"], m["variant"])  # names the known variants if not
-    return Line(spec, compiler, m["kernel"], m["variant"], m["rev"])
-
-
-def git_toplevel(path: Path) -> Path:
-    proc = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ConfigError(f"{path} is not in a git repository: a line@REV needs the kernel source under git")
-    return Path(proc.stdout.strip())
-
-
-def source_at(line: Line, table: config.KernelTable, out: Path) -> tuple[Path, str]:
-    """Extract the directory of the line's kernel source as it was at line.rev into `out`;
-    return the source's path there and the revision's short hash."""
-    src = table.row(line.kernel, line.variant).source.resolve()
-    top = git_toplevel(src)
-    rev = subprocess.run(["git", "-C", str(top), "rev-parse", "--short=10", f"{line.rev}^{{commit}}"],
-                         capture_output=True, text=True)
-    if rev.returncode != 0:
-        raise ConfigError(f"line '{line.spec}': '{line.rev}' is not a git revision of {top}")
-    short = rev.stdout.strip()
-    rel_dir = src.parent.relative_to(top)
-    tar = subprocess.run(["git", "-C", str(top), "archive", short, "--", str(rel_dir)], capture_output=True)
-    if tar.returncode != 0 or not tar.stdout:
-        raise ConfigError(f"line '{line.spec}': {rel_dir} does not exist at {line.rev}")
-    dest = out / f"rev-{short}"
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar.stdout, check=True)
-    extracted = dest / rel_dir / src.name
-    if not extracted.exists():
-        raise ConfigError(f"line '{line.spec}': {src.relative_to(top)} does not exist at {line.rev}")
-    return extracted, short
-
-
-def rev_table(lines: list[Line], table: config.KernelTable, out: Path) -> tuple[list[Line], Path | None]:
-    """A kernel table of one row per line@REV: the row as today, its source from the revision,
-    its variant renamed <variant>_<hash>. Lines without a revision are returned as they are."""
-    rows, resolved = {}, []
-    for line in lines:
-        if line.rev is None:
-            resolved.append(line)
-            continue
-        src, short = source_at(line, table, out)
-        row = table.row(line.kernel, line.variant)
-        variant = f"{line.variant}_{short}"
-        rows[variant] = {
-            "kernel": row.kernel, "variant": variant, "family": row.family, "source": str(src),
-            "label": f"{row.label} (source at {line.rev} = {short})", "role": row.role,
-            "host_native": row.host_native, "params": dict(row.params),
-            **({"cflags": {c: list(f) for c, f in row.cflags.items()}} if row.cflags else {}),
-            **({"extra_sources": [str(p) for p in row.extra_sources]} if row.extra_sources else {}),
-        }
-        resolved.append(Line(line.spec, line.compiler, line.kernel, variant, line.rev))
-    if not rows:
-        return resolved, None
-    path = out / "rev_kernels.yaml"
-    path.write_text(yaml.safe_dump({"families": {}, "kernels": list(rows.values())}, sort_keys=False))
-    return resolved, path
-
-
-def make_sweep(base: config.Sweep, lines: list[Line], families: set[str], extra: Path | None, vls: list[int],
-               sizes: list[int], op: str | None, dtype: str | None, perf_mode: bool, out: Path) -> config.Sweep:
-    """The comparison as a sweep file of its own (so the build rules build it and the
-    configuration checks check it), kept beside its results."""
-    sel = [{"kernel": ln.kernel, "variants": [ln.variant], **({"ops": [op]} if op else {}), **({"dtypes": [dtype]} if dtype else {})}
-           for ln in dict.fromkeys(lines)]
-    doc: dict[str, Any] = {
-        "kernel_table": str(base.table_paths[0].resolve()),
-        "extra_kernel_tables": [str(p.resolve()) for p in base.table_paths[1:]] + ([str(extra)] if extra else []),
-        "results_dir": str(out), "build_dir": str(base.build_dir.resolve()),
-        "compilers": sorted({ln.compiler for ln in lines}), "backends": [] if perf_mode else ["qemu"],
-        "vector_lengths": vls, "sizes": {f: sizes for f in families}, "linearity_check": False, "kernels": sel,
-    }
-    if perf_mode:
-        doc["perf"] = {"events": ["task-clock"], "sve": "off", "sizes": {f: sizes for f in families}, "processes": 1}
-    path = out / "sweep.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return config.load(path)
-
-
-def build_targets(sweep: config.Sweep, targets: list[Path]) -> None:
-    proc = subprocess.run(snakemake_cmd(str(sweep.path), {}, 2, [*map(str, targets), "--quiet", "all"]),
-                          capture_output=True, text=True, cwd=REPO)
-    if proc.returncode != 0:
-        raise RunError("building the two lines failed:\n" + "\n".join(guard.failure_tail(proc)))
-
-
-def run_args(sweep: config.Sweep, line: Line, vl: int, size: int) -> config.Run:
-    sel = next(s for s in sweep.selections if s["kernel"] == line.kernel and line.variant in s["variants"])
-    op, dtype = sel["op_dtypes"][0]
-    row = sweep.table.row(line.kernel, line.variant)
-    return config.Run(vl, size, op, dtype, config.run_params(sweep.table, row, op, dtype))
 
 
 # --- counts ----------------------------------------------------------------------------------
@@ -210,117 +89,6 @@ def counts_figure(a: Line, b: Line, rows: list[dict[str, Any]], path: Path) -> N
     ax2.set(xlabel="VL (bits)", ylabel="(B - A) / A, %", title="change of B against A")
     ax.legend(fontsize=7)
     ax2.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-# --- perf ------------------------------------------------------------------------------------
-
-def verdict(a: list[float], b: list[float]) -> str:
-    """'no change' where the min..max ranges overlap; otherwise B is slower or faster."""
-    if min(b) <= max(a) and min(a) <= max(b):
-        return NO_CHANGE
-    return SLOWER if min(b) > max(a) else FASTER
-
-
-def summary(a: list[float], b: list[float]) -> dict[str, Any]:
-    avg_a, avg_b = statistics.mean(a), statistics.mean(b)
-    return {"a_min": min(a), "a_avg": avg_a, "a_max": max(a), "b_min": min(b), "b_avg": avg_b, "b_max": max(b),
-            "change_pct": 100.0 * (avg_b - avg_a) / avg_a, "verdict": verdict(a, b)}
-
-
-def sample_symbols(binary: Path, run: config.Run, period: int, calls: int, core: int, perf_bin: str) -> dict[str, int]:
-    """Samples per symbol of one process under `perf record -e cpu-clock -c period` (the
-    whole process: fill and verification too, which show under their own names)."""
-    with staged(binary) as exe:
-        data = exe.parent / "perf.data"
-        env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "SVE_HARNESS_CALLS": str(calls), "SVE_HARNESS_WARMUP": "0"}
-        cmd = [perf_bin, "record", "-q", "-e", "cpu-clock", "-c", str(period), "-o", str(data), "--",
-               shutil.which("taskset") or "taskset", "-c", str(core), f"./{exe.name}", *run.argv()]
-        proc = subprocess.run(cmd, cwd=exe.parent, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RunError(f"perf record of {binary.name} failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
-        # "-F sym" alone prints nothing with perf 6.1; "ip,sym" prints "<ip> <symbol>".
-        script = subprocess.run([perf_bin, "script", "-i", str(data), "-F", "ip,sym"], cwd=exe.parent,
-                                capture_output=True, text=True, env=env)
-    words = (ln.split(None, 1) for ln in script.stdout.splitlines() if ln.strip())
-    return dict(collections.Counter(w[1].strip() if len(w) > 1 else "[unknown]" for w in words))
-
-
-def compare_perf(sweep: config.Sweep, a: Line, b: Line, sizes: list[int], runs: int, calls: int, warmup: int,
-                 core: int, period: int, sample_calls: int, log=sys.stderr) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    status = perf.detect(sweep)
-    if status is None or not status.host:
-        raise toolchain.ToolchainError("; ".join(status.messages) if status else "perf: not available")
-    for ln in (a, b):
-        isa = sweep.table.row(ln.kernel, ln.variant).host_isa
-        if isa and isa != platform.machine():
-            raise ConfigError(f"line '{ln.spec}' is {isa} code and this host is {platform.machine()}")
-        if not sweep.table.row(ln.kernel, ln.variant).host_native:
-            raise ConfigError(f"line '{ln.spec}' is not host_native in the kernel table: --perf times lines built for "
-                              "this machine's ISA; pick a host_native row or compare counts (without --perf)")
-    bd = sweep.build_dir
-    binaries = {ln: build.binary_path(bd, "native", "host", "perf", f"{ln.kernel}-{ln.variant}") for ln in (a, b)}
-    build_targets(sweep, list(binaries.values()))
-    s = perf.Settings(status.perf, ("task-clock",), calls, warmup, 0, core)
-    rows, order = [], []
-    samples: dict[tuple[str, int], list[float]] = {}
-    for n in sizes:
-        times: dict[str, list[float]] = {"A": [], "B": []}
-        for _ in range(runs):
-            for side, ln in (("A", a), ("B", b)):  # interleaved: A B A B ...
-                rec = perf.run_process(binaries[ln], run_args(sweep, ln, 0, n), s)
-                times[side].append(statistics.mean(rec["times_ns"]))
-                order.append(side)
-        for side in "AB":
-            samples[(side, n)] = times[side]
-        rows.append({"size": n, **summary(times["A"], times["B"])})
-        r = rows[-1]
-        print(f"size {n}: A {r['a_avg'] / 1e3:.1f} us, B {r['b_avg'] / 1e3:.1f} us per call ({r['verdict']})", file=log, flush=True)
-    n = max(sizes)
-    syms = {side: sample_symbols(binaries[ln], run_args(sweep, ln, 0, n), period, sample_calls, core, status.perf)
-            for side, ln in (("A", a), ("B", b))}
-    top = sorted(set(syms["A"]) | set(syms["B"]), key=lambda k: -(syms["A"].get(k, 0) + syms["B"].get(k, 0)))[:8]
-    hot = [{"symbol": k, "a": syms["A"].get(k, 0), "b": syms["B"].get(k, 0)} for k in top]
-    return rows, hot, {"order": order, "samples": {f"{k[0]}:{k[1]}": v for k, v in samples.items()}, "size_sampled": n,
-                       "period": period, "sample_calls": sample_calls, "perf": status.version}
-
-
-def perf_markdown(a: Line, b: Line, rows: list[dict[str, Any]], hot: list[dict[str, Any]], info: dict[str, Any],
-                  runs: int, calls: int) -> str:
-    out = [f"A = `{a.spec}`, B = `{b.spec}`: time per call under perf on this host, {runs} processes per side "
-           f"interleaved (A B A B ...), {calls} calls each; min / avg / max over processes", "",
-           "| size | A min | A avg | A max | B min | B avg | B max | change of avg | verdict |",
-           "|---|---|---|---|---|---|---|---|---|"]
-    us = lambda x: f"{x / 1e3:.2f} us"  # noqa: E731
-    for r in rows:
-        out.append(f"| {r['size']} | {us(r['a_min'])} | {us(r['a_avg'])} | {us(r['a_max'])} | {us(r['b_min'])} | "
-                   f"{us(r['b_avg'])} | {us(r['b_max'])} | {r['change_pct']:+.1f} % | {r['verdict']} |")
-    out += ["", f"Samples per symbol, `perf record -e cpu-clock -c {info['period']}` (one sample per "
-            f"{info['period']} ns of CPU time), one process per side at size {info['size_sampled']} making "
-            f"{info['sample_calls']} calls (the whole process: set-up and verification show under their own names):", "",
-            "| symbol | A samples | B samples | B - A |", "|---|---|---|---|"]
-    for h in hot:
-        out.append(f"| `{h['symbol']}` | {h['a']} | {h['b']} | {h['b'] - h['a']:+d} |")
-    return "\n".join(out) + "\n"
-
-
-def perf_figure(a: Line, b: Line, rows: list[dict[str, Any]], info: dict[str, Any], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = [r["size"] for r in rows]
-    fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4), squeeze=False)
-    for ax, r in zip(axes[0], rows):
-        for side, ln, mark in (("A", a, "o"), ("B", b, "s")):
-            t = [x / 1e3 for x in info["samples"][f"{side}:{r['size']}"]]
-            ax.plot(range(1, len(t) + 1), t, mark + "-", label=f"{side}: {ln.spec}")
-            ax.axhspan(min(t), max(t), alpha=0.15, color="C0" if side == "A" else "C1")
-        ax.set(xlabel="run (A and B interleaved)", ylabel="time per call (us)",
-               title=f"{r['size']} B: {r['verdict']} ({r['change_pct']:+.1f} %)")
-        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

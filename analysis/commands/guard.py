@@ -23,10 +23,22 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TextIO
 from contextlib import contextmanager
 
 from analysis.core.config import REPO
+
+
+def say(line: str | None, stream: TextIO = sys.stderr) -> None:
+    """One line, if any. A terminal that hung up (SIGHUP) cannot take it: that must not turn a
+    clean stop into a traceback."""
+    if not line:
+        return
+    try:
+        print(line, file=stream, flush=True)
+    except OSError:
+        pass
+
 
 def pythonpath_env(first: Path) -> dict[str, str]:
     """This environment with `first` at the head of PYTHONPATH (plugins Snakemake must find)."""
