@@ -1,8 +1,8 @@
 """Comments that name a file of the repository name one that exists.
 
 Files move (analysis/ was grouped into stages/, backends/, commands/, core/) and the comments
-that pointed at the old places stayed: eight C comments named analysis/build.py and
-analysis/config.py long after both had moved. This reads the comments (and #error messages)
+that pointed at the old places stayed: eight C comments named build.py and config.py at the
+top of analysis/ long after both had moved. This reads the comments (and #error messages)
 of the C sources, and the comments and docstrings of the Python (analysis/, rules/, the
 Snakefile, gem5_scripts/, tests/), and fails on a repository path that does not exist.
 """
