@@ -106,9 +106,9 @@ def schema_message(e: Any) -> str:
             return f"{where}: {value} is not a whole number: write {int(value)} (without a decimal point)"
     if e.validator == "minLength" and value == "":
         return f"{where}: empty: give a value"
-    if e.validator is False or e.validator_value is False:
-        # A property the schema forbids in this place (a selector a check kind does not read).
-        return f"{where}: not used here: remove it"
+    if e.validator == "not" and "propertyNames" in e.absolute_schema_path:
+        # A key the schema refuses in this place (a selector a check's kind does not read).
+        return f"{where}/{e.instance}: not used here: remove it"
     return f"{where}: {e.message}"
 
 
