@@ -21,7 +21,6 @@ import html
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import jinja2
 from markdown_it import MarkdownIt

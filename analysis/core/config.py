@@ -17,13 +17,13 @@ from typing import Any
 from analysis.core import validate
 from analysis.core.checks import Check, Condition, build_check
 from analysis.core.kernels import (  # re-exported: config.X is the way in
-    BUILD_PATTERN, CPU_MODEL_VLS, DTYPE_SIZE, IEEE_FILLS_FLAG, NO_OP, NOSVE, SIZE_MAX, VALID_VLS, VL_MAX, VL_MIN,
-    VL_STEP, VLS_ALLOWED, BuildName, Family, KernelRow, KernelTable, Loop, OpSpec, Selector, check_size_fits, check_vl,
-    layout_of, load_table, memory_bytes, parse_build, run_buffers, run_params, vl_rule_arg, vl_rule_defines,
+    BUILD_PATTERN, CPU_MODEL_VLS, NO_OP, NOSVE, SIZE_MAX, VALID_VLS, VL_MAX, VL_MIN, VL_STEP, VLS_ALLOWED, KernelRow,
+    KernelTable, Selector, check_size_fits, check_vl, layout_of, load_table, parse_build, run_params, vl_rule_arg,
+    vl_rule_defines,
 )
 from analysis.core.model import (  # re-exported: config.X is the way in
-    Binary, CountFigure, Firsts, Gem5Section, Gem5System, Job, PerfCheck, PerfFigure, PerfSection, RegressionSection,
-    Selection, Sweep, TimeLimits, ToleranceRule, count_figure, cross_build, regression_section,
+    Binary, CountFigure, Firsts, Gem5Section, Gem5System, Job, PerfCheck, PerfFigure, PerfSection, Selection, Sweep,
+    TimeLimits, ToleranceRule, count_figure, cross_build, regression_section,
 )
 from analysis.core import model
 from analysis.core.run import Run  # (its own module, for the count jobs; config.Run names it as before)
