@@ -264,7 +264,7 @@ def test_every_kind_is_its_own_class_with_its_own_evaluate() -> None:
     assert set(core_checks.KINDS) == set(schema.load_schema("sweep.schema.yaml")["properties"]["checks"]["items"]
                                          ["properties"]["kind"]["enum"])
     for cls, _ in core_checks.KINDS.values():
-        assert "judge" in vars(cls) and "paper_value" in vars(cls), cls
+        assert "evaluate" in vars(cls) and "paper_value" in vars(cls), cls
 
 
 @pytest.mark.parametrize("kind, paper", [("flat", "constant"), ("inverse_vl", "count x VL constant"),

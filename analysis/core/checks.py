@@ -109,18 +109,20 @@ class PairCheck(Check):
     def selectors(self) -> dict[str, Selector]:
         return {"numerator": self.numerator, "denominator": self.denominator}
 
-    def judge(self, ratio: pd.Series) -> tuple[bool, str, str]:
-        """Pass or fail, the paper's value and ours (the ratio's range) from the ratios by VL."""
-        raise NotImplementedError
-
-    def evaluate(self, data: CountData) -> Evaluation:
+    def ratios(self, data: CountData) -> tuple[CountSeries, CountSeries, pd.Series]:
+        """The two series and numerator / denominator by VL."""
         num, den = self._one(data, "numerator"), self._one(data, "denominator")
         ratio = (num.vla / den.vla).dropna()
         if self.vl is not None:
             ratio = ratio[ratio.index == self.vl]
         if ratio.empty:
             raise ValueError(f"check {self.id}: no VL where both series have data")
-        ok, paper, ours = self.judge(ratio)
+        return num, den, ratio
+
+    def evaluation(self, data: CountData, num: CountSeries, den: CountSeries, ratio: pd.Series, ok: bool, paper: str,
+                   ours: str) -> Evaluation:
+        """The verdict on the ratios with its reason: each line's cost per vector of data and its
+        hottest opcodes at the lowest and highest VL (and gem5's IPC and misses for cycles)."""
         lo, hi = min(ratio.index), max(ratio.index)
         unit = "cycles" if self.metric.startswith("gem5.cycles") else "insns"
         reason = (
@@ -145,13 +147,15 @@ class RatioCheck(PairCheck):
     target: float
     aggregate: str  # every | mean
 
-    def judge(self, ratio: pd.Series) -> tuple[bool, str, str]:
+    def evaluate(self, data: CountData) -> Evaluation:
+        num, den, ratio = self.ratios(data)
         if self.aggregate == "mean":
-            mean = float(ratio.mean())
-            ok = abs(mean - self.target) <= self.tolerance * self.target
-            return ok, f"{self.target:g} (mean over VLs)", f"mean {ratio.mean():.3g}; " + self.span(ratio)
+            ok = abs(float(ratio.mean()) - self.target) <= self.tolerance * self.target
+            return self.evaluation(data, num, den, ratio, ok, f"{self.target:g} (mean over VLs)",
+                                   f"mean {ratio.mean():.3g}; " + self.span(ratio))
         ok = bool(((ratio - self.target).abs() <= self.tolerance * self.target).all())
-        return ok, f"{self.target:g}" + (f" at VL {self.vl}" if self.vl is not None else ""), self.span(ratio)
+        return self.evaluation(data, num, den, ratio, ok,
+                               f"{self.target:g}" + (f" at VL {self.vl}" if self.vl is not None else ""), self.span(ratio))
 
     def paper_value(self) -> str:
         return str(self.target)
@@ -163,9 +167,10 @@ class RatioRangeCheck(PairCheck):
     min: float
     max: float
 
-    def judge(self, ratio: pd.Series) -> tuple[bool, str, str]:
+    def evaluate(self, data: CountData) -> Evaluation:
+        num, den, ratio = self.ratios(data)
         ok = bool(((ratio >= self.min) & (ratio <= self.max)).all())
-        return ok, f"{self.min:g} .. {self.max:g}", self.span(ratio)
+        return self.evaluation(data, num, den, ratio, ok, f"{self.min:g} .. {self.max:g}", self.span(ratio))
 
     def paper_value(self) -> str:
         return f"{self.min} .. {self.max}"
@@ -179,12 +184,9 @@ class SeriesCheck(Check):
     def selectors(self) -> dict[str, Selector]:
         return {"series": self.series}
 
-    def judge(self, v: pd.Series) -> tuple[bool, str, str]:
-        raise NotImplementedError
-
-    def evaluate(self, data: CountData) -> Evaluation:
-        s = self._one(data, "series")
-        ok, paper, ours = self.judge(s.vla)
+    def evaluation(self, data: CountData, s: CountSeries, ok: bool, paper: str, ours: str) -> Evaluation:
+        """The verdict with its reason: the series' cost per vector of data and the functions in
+        its ROI at the lowest and highest VL."""
         lo, hi = min(s.vla.index), max(s.vla.index)
         reason = (f"{s.variant}: {s.per_vector(lo):.3g} insns per vector of data at VL {lo}, "
                   f"{s.per_vector(hi):.3g} at VL {hi}; functions in the ROI at VL {lo}: "
@@ -199,9 +201,10 @@ class VlRatioCheck(SeriesCheck):
     vl_b: int
     target: float
 
-    def judge(self, v: pd.Series) -> tuple[bool, str, str]:
-        r = float(v[self.vl_a] / v[self.vl_b])
-        return abs(r - self.target) <= self.tolerance * self.target, f"{self.target:g}", f"{r:.3g}"
+    def evaluate(self, data: CountData) -> Evaluation:
+        s = self._one(data, "series")
+        r = float(s.vla[self.vl_a] / s.vla[self.vl_b])
+        return self.evaluation(data, s, abs(r - self.target) <= self.tolerance * self.target, f"{self.target:g}", f"{r:.3g}")
 
     def paper_value(self) -> str:
         return str(self.target)
@@ -211,9 +214,10 @@ class VlRatioCheck(SeriesCheck):
 class FlatCheck(SeriesCheck):
     """kind flat: max / min - 1 of the series across VL within the tolerance."""
 
-    def judge(self, v: pd.Series) -> tuple[bool, str, str]:
-        spread = float(v.max() / v.min() - 1)
-        return spread <= self.tolerance, "constant", f"max/min - 1 = {spread:.3%}"
+    def evaluate(self, data: CountData) -> Evaluation:
+        s = self._one(data, "series")
+        spread = float(s.vla.max() / s.vla.min() - 1)
+        return self.evaluation(data, s, spread <= self.tolerance, "constant", f"max/min - 1 = {spread:.3%}")
 
     def paper_value(self) -> str:
         return "constant"
@@ -223,10 +227,11 @@ class FlatCheck(SeriesCheck):
 class InverseVlCheck(SeriesCheck):
     """kind inverse_vl: series x VL constant across VL, within the tolerance."""
 
-    def judge(self, v: pd.Series) -> tuple[bool, str, str]:
-        prod = v * v.index.to_series()
+    def evaluate(self, data: CountData) -> Evaluation:
+        s = self._one(data, "series")
+        prod = s.vla * s.vla.index.to_series()
         spread = float(prod.max() / prod.min() - 1)
-        return spread <= self.tolerance, "count x VL constant", f"max/min - 1 = {spread:.3%}"
+        return self.evaluation(data, s, spread <= self.tolerance, "count x VL constant", f"max/min - 1 = {spread:.3%}")
 
     def paper_value(self) -> str:
         return "count x VL constant"
