@@ -5,7 +5,7 @@
 
 PERF_JOBS = [j for j in PLANNED if R.REGISTRY[j.binary.backend].TABLE == "perf.csv"]
 PERF_MESSAGES = [n for name, notes in NOTES.items() if R.REGISTRY[name].TABLE == "perf.csv" for n in notes]
-PERF_FIGURES = [f"{RESULTS}/figures/{f['name']}.png" for f in (SWEEP.perf.figures if SWEEP.perf else [])]
+PERF_FIGURES = [f"{RESULTS}/figures/{f.name}.png" for f in (SWEEP.perf.figures if SWEEP.perf else [])]
 PERF_OUTPUTS = [f"{RESULTS}/perf.csv", f"{RESULTS}/perf_summary.md", *PERF_FIGURES] if PERF_JOBS else []
 
 

@@ -5,8 +5,8 @@
 from analysis.stages import plotplan as P
 
 _FIGS = P.figures(SWEEP, has_gem5="gem5" in RUNNING)
-FIGURES = [f"{RESULTS}/figures/{f['name']}.png" for f in _FIGS] + [
-    f"{RESULTS}/figures/{f['name']}_ratio.png" for f in _FIGS if "baseline" in f
+FIGURES = [f"{RESULTS}/figures/{f.name}.png" for f in _FIGS] + [
+    f"{RESULTS}/figures/{f.name}_ratio.png" for f in _FIGS if f.baseline is not None
 ]
 
 

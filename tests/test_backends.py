@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from analysis.backends import Plan, gem5, qemu, registry
 from analysis.core import config
@@ -115,8 +116,10 @@ def test_the_kernels_vl_rule_agrees_with_the_python_one(tmp_path: Path) -> None:
 
 def test_typed_sections_carry_the_defaults_once() -> None:
     sweep = config.load(REPO / "configs" / "default.yaml")
-    assert sweep.gem5 is not None and list(sweep.gem5.systems) == sweep.raw["gem5"].get("systems", ["paper"])
-    assert sweep.perf is not None and sweep.perf.processes == sweep.raw["perf"].get("processes", 30)
+    raw = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
+    schema = yaml.safe_load((REPO / "configs" / "schema" / "sweep.schema.yaml").read_text())["properties"]
+    assert sweep.gem5 is not None and list(sweep.gem5.systems) == raw["gem5"].get("systems", schema["gem5"]["properties"]["systems"]["default"])
+    assert sweep.perf is not None and sweep.perf.processes == raw["perf"].get("processes", schema["perf"]["properties"]["processes"]["default"])
     reg = config.load(REPO / "configs" / "regress.yaml").regression
     assert reg is not None and reg.golden_dir == "results/golden" and reg.metrics
     assert sweep.time_limit("copy", "c_vec", 1 << 20, gem5.time_factor(sweep)) == (120 + 60) * 20
@@ -168,7 +171,7 @@ def test_gem5_plans_record_the_compiler_version(tmp_path: Path, monkeypatch: pyt
     plan = count.plan_job(sweep, job, ready["gem5"], versions, {})
     assert plan.meta["versions"]["compiler.gcc"].startswith("aarch64-linux-gnu-gcc")
     assert plan.meta["versions"]["gem5"] == "gem5 24.0.0.1"
-    assert plan.settings["system"] == sweep.gem5.systems[job.cpu_model]  # type: ignore[union-attr]
+    assert plan.settings["system"] == sweep.gem5.systems[job.cpu_model].description  # type: ignore[union-attr]
     assert plan.time_limits[0] == sweep.time_limit(job.binary.kernel, job.binary.variant, job.runs[0].size, 20.0)
 
 

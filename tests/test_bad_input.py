@@ -301,8 +301,8 @@ def test_size_above_this_machines_memory_is_refused(tmp_path: Path, harness, mon
                    "--size 999999999999 is too large for this machine")
     assert not (tmp_path / "build").exists()
     # The bound is the machine's memory and the family's buffers (copy: read + written = 2 x size).
-    from analysis.core import config
-    monkeypatch.setattr(config, "memory_bytes", lambda: 1 << 30)
+    from analysis.core import kernels
+    monkeypatch.setattr(kernels, "memory_bytes", lambda: 1 << 30)
     assert validate(tmp_path, {"sizes": {"copy": [1 << 28], "vector": [65536]}}, harness).returncode == 0
     one_line_error(validate(tmp_path, {"sizes": {"copy": [1 << 29], "vector": [65536]}}, harness),
                    "size 536870912 is too large", "2.0 GiB", "1.0 GiB", "twice the size")

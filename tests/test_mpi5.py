@@ -266,9 +266,9 @@ def test_sweep_without_the_build_skips_its_rows_in_one_line(monkeypatch, tmp_pat
     msg = mpi.skip_message(mpi.unbuilt(sweep))
     assert len(msg.splitlines()) == 1 and "./harness setup --with-ompi5" in msg
     kept = mpi.without_unbuilt(sweep)
-    assert {s["kernel"] for s in kept.selections} == {s["kernel"] for s in sweep.selections} - {KERNEL}
-    assert all("ompi5" not in c["id"] for c in kept.checks) and len(kept.checks) < len(sweep.checks)
-    assert all("ompi5" not in f["name"] for f in kept.figures) and len(kept.figures) == len(sweep.figures) - 1
+    assert {s.kernel for s in kept.selections} == {s.kernel for s in sweep.selections} - {KERNEL}
+    assert all("ompi5" not in c.id for c in kept.checks) and len(kept.checks) < len(sweep.checks)
+    assert all("ompi5" not in f.name for f in kept.figures) and len(kept.figures) == len(sweep.figures) - 1
     assert not [j for j in kept.jobs() if j.binary.kernel == KERNEL]
     # The NEON row is its own build, run without SVE at every VL.
     neon = [j for j in sweep.jobs() if j.binary.name == f"{KERNEL}-neon"]

@@ -18,7 +18,7 @@ import yaml
 from analysis.backends import RunError
 from analysis.backends import perf as P
 from analysis.core import config, table, toolchain
-from analysis.stages import build, plot
+from analysis.stages import build, figures
 from conftest import REPO, snakemake
 
 FIX = REPO / "tests" / "fixtures" / "perf"
@@ -142,7 +142,8 @@ def test_plots_from_the_synthetic_a64fx_table(tmp_path: Path) -> None:
                                  "compiler": "native", "vl": vl, "size": size, "metric": metric, "status": P.OK,
                                  "unit": "", "n": 30, "mean": mean, "std": 0.1, "min": mean, "max": mean, "running_pct": math.nan})
     df = pd.DataFrame(rows)
-    figs = {f["name"]: f for f in sweep.raw["perf"]["figures"]}
+    assert sweep.perf is not None
+    figs = {f.name: f for f in sweep.perf.figures}
     opened = []
     orig = plt.subplots
 
@@ -153,13 +154,13 @@ def test_plots_from_the_synthetic_a64fx_table(tmp_path: Path) -> None:
 
     plt.subplots = spy
     try:
-        plot.plot_by_size(df, sweep.table, figs["fig11_pack_unpack_time"], tmp_path / "f11.png", "synthetic")
-        plot.plot_by_size(df, sweep.table, figs["fig12_reduce_bandwidth"], tmp_path / "f12.png", "synthetic")
+        figures.plot_by_size(df, sweep.table, figs["fig11_pack_unpack_time"], tmp_path / "f11.png", "synthetic")
+        figures.plot_by_size(df, sweep.table, figs["fig12_reduce_bandwidth"], tmp_path / "f12.png", "synthetic")
     finally:
         plt.subplots = orig
     assert opened == [(1, 3), (1, 1)]
     assert (tmp_path / "f11.png").stat().st_size > 0 and (tmp_path / "f12.png").stat().st_size > 0
-    fig11 = plot.size_lines(df, sweep.table, figs["fig11_pack_unpack_time"], 256)
+    fig11 = figures.size_lines(df, sweep.table, figs["fig11_pack_unpack_time"], 256)
     assert [(label.split(":")[0], host) for label, host, _ in fig11] == [
         ("pack blocks_call", False), ("pack acle", False), ("host ISA, pack blocks_call", True)]
 
@@ -332,7 +333,7 @@ def test_slurm_profile_gives_measurements_a_whole_node(tmp_path: Path) -> None:
 
 def test_a64fx_config_is_the_default_perf_part_only(tmp_path: Path) -> None:
     default, a64fx = config.load(REPO / "configs" / "default.yaml"), config.load(REPO / "configs" / "a64fx.yaml")
-    assert a64fx.jobs() == [] and a64fx.backends == [] and not a64fx.raw["gem5"]
+    assert a64fx.jobs() == [] and a64fx.backends == [] and a64fx.gem5 is None
     assert a64fx.perf == default.perf and P.perf_jobs(a64fx, True, True) == P.perf_jobs(default, True, True)
     chained = tmp_path / "c.yaml"
     chained.write_text(f"extends: {REPO / 'configs' / 'a64fx.yaml'}\n")

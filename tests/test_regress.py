@@ -143,7 +143,7 @@ def test_missing_and_new_values_are_reported(golden_reg, monkeypatch: pytest.Mon
 def test_a_moved_value_within_a_tolerance_rule_passes(golden_reg, monkeypatch: pytest.MonkeyPatch) -> None:
     """Exact by default; a tolerance rule (relative, by kernel/variant/metric pattern) lets a
     value move that much and no more."""
-    from analysis.core import table
+    from analysis.core import config, table
     from analysis.commands import regress
 
     now = table.read_counts(golden_reg.golden_csv)
@@ -151,9 +151,9 @@ def test_a_moved_value_within_a_tolerance_rule_passes(golden_reg, monkeypatch: p
     now.loc[whole, "value"] = int(now.loc[whole, "value"] * 1.02)
     drift = regress.compare(table.read_counts(golden_reg.golden_csv), now, [])
     assert list(drift[drift["status"] != "ok"]["metric"]) == ["whole.total"]
-    assert regress.compare(table.read_counts(golden_reg.golden_csv), now, [{"metric": "whole.*", "relative": 0.05}])[
+    assert regress.compare(table.read_counts(golden_reg.golden_csv), now, [config.ToleranceRule("*", "*", "whole.*", 0.05)])[
         "status"].eq("ok").all()
-    assert not regress.compare(table.read_counts(golden_reg.golden_csv), now, [{"metric": "whole.*", "relative": 0.01}])[
+    assert not regress.compare(table.read_counts(golden_reg.golden_csv), now, [config.ToleranceRule("*", "*", "whole.*", 0.01)])[
         "status"].eq("ok").all()
     assert run_regress(golden_reg, monkeypatch, now)[0] == 1
 

@@ -2,14 +2,14 @@
 file, and the summary built in-process from a synthetic table."""
 from __future__ import annotations
 
-import copy
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from analysis.core import config
-from analysis.stages import plot
+from analysis.stages import checks, series, summary
 from analysis.stages.verdict import Line, decide
 from conftest import REPO
 
@@ -83,7 +83,9 @@ def test_a_condition_must_isolate_one_factor(tmp_path: Path, cond: dict, needle:
 def test_a_declared_factor_names_a_wider_pair(tmp_path: Path) -> None:
     cond = {"line": "two", "series": {"kernel": "pack", "variant": "blocks_generic"}, "compiler": "clang",
             "factor": "paper-era memcpy with clang"}
-    assert config.load(_with_checks(tmp_path, [{**FLAT, "conditions": [cond]}])).checks[0]["conditions"] == [cond]
+    (built,) = config.load(_with_checks(tmp_path, [{**FLAT, "conditions": [cond]}])).checks[0].conditions
+    assert (built.line, built.factor, built.paper) == ("two", "paper-era memcpy with clang", False)
+    assert (built.check.compiler, built.check.selectors()) == ("clang", {"series": config.Selector("pack", "blocks_generic")})
 
 
 def test_a_condition_compiler_must_be_swept(tmp_path: Path) -> None:
@@ -125,13 +127,13 @@ def test_summary_opens_with_the_verdict_table(tmp_path: Path) -> None:
         ("reduce", "c_autovec", "clang"): {vl: 13 * 4194304 * 8 // (2 * vl) for vl in vls},
     })
     prov = pd.DataFrame(columns=["kernel", "variant", "size", "roi_symbol"])
-    checks = {c["id"]: c for c in sweep.checks}
-    sweep.checks = [copy.deepcopy(checks["fig4_baseline_flat"]), copy.deepcopy(checks["fig6_ratio"]),
-                    copy.deepcopy(checks["fig5_speedup"])]
-    sweep.checks[1]["cause"] = "both compilers vectorize the element-wise loop as tightly as ACLE"
-    rows = [plot.claim(c, counts, prov, sweep, has_gem5=False) for c in sweep.checks]
+    by_id = {c.id: c for c in sweep.checks}
+    sweep.checks = [by_id["fig4_baseline_flat"],
+                    dataclasses.replace(by_id["fig6_ratio"], cause="both compilers vectorize the element-wise loop as tightly as ACLE"),
+                    by_id["fig5_speedup"]]
+    rows = [checks.claim(c, counts, prov, sweep, has_gem5=False) for c in sweep.checks]
     out = tmp_path / "summary.md"
-    plot.write_summary(rows, counts, out, sweep)
+    summary.write_summary(rows, counts, out, sweep)
     text = out.read_text()
     table = [ln for ln in text.splitlines() if ln.startswith("|")]
     assert table[0] == "| claim | paper | ours | verdict |"
@@ -156,14 +158,14 @@ def test_gem5_plan_has_the_paper_era_lines_for_gcc_only() -> None:
     names = {j.binary.name for j in jobs}
     assert {"pack-blocks_generic", "unpack-blocks_generic", "copy-memcpy_a64fx", "pack-blocks_call"} <= names
     assert {r.vl for j in jobs for r in j.runs} == {128, 256, 512, 1024, 2048}
-    gem5_checks = {c["id"]: c for c in sweep.checks if c.get("backend") == "gem5"}
+    gem5_checks = {c.id: c for c in sweep.checks if c.is_gem5}
     assert {"fig3_speedup_vl128", "fig3_speedup_overall", "fig5_speedup", "fig5_unpack_speedup", "fig7_speedup"} \
         <= set(gem5_checks)
-    paper = [x["numerator"]["variant"] for c in gem5_checks.values() for x in c.get("conditions", []) if x.get("paper")]
+    paper = [x.check.selectors()["numerator"].variant for c in gem5_checks.values() for x in c.conditions if x.paper]
     assert paper == ["blocks_generic", "blocks_generic"]
     # Measured with gem5 v24.0.0.1: where a cycle claim differs, its verdict names the cause, never
     # "see the pair" alone.
-    assert [c["id"] for c in gem5_checks.values() if not c.get("cause")] == []
+    assert [c.id for c in gem5_checks.values() if not c.cause] == []
 
 
 def test_an_mpi_claim_is_data(tmp_path: Path) -> None:
@@ -180,9 +182,10 @@ def test_an_mpi_claim_is_data(tmp_path: Path) -> None:
     raw["checks"] = [chk]
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(raw))
     sweep = config.load(tmp_path / "m.yaml")
-    factors = config.condition_factors(sweep, sweep.checks[0], chk["conditions"][0])
+    factors = config.condition_factors(sweep, chk, chk["conditions"][0])
     assert factors[0] == "denominator source kernels/reduce/elementwise.c vs kernels/reduce/acle.c"
     assert factors[1].startswith("denominator cflags ")
+    assert sweep.checks[0].conditions[0].factor == "the user op: element-wise C kept scalar vs ACLE"
 
 
 # --- every check kind, in-process on synthetic counts: one case that passes, one that fails ---
@@ -197,9 +200,12 @@ def _check(kind: str, **keys) -> dict:
 
 
 def _result(check: dict, per_vl: dict[str, dict[int, float]]) -> dict:
+    """The check (as a sweep file states it) evaluated on synthetic counts, as the summary's row."""
     sweep = config.load(DEFAULT)
     counts = _counts({("copy", v, "gcc"): values for v, values in per_vl.items()})
-    return plot.evaluate(check, counts, pd.DataFrame(columns=["kernel", "variant", "size", "roi_symbol"]), sweep)
+    data = checks.TableData(counts, pd.DataFrame(columns=["kernel", "variant", "size", "roi_symbol"]), sweep)
+    ev = config.check_of(sweep, check).evaluate(data)
+    return {"result": "pass" if ev.ok else "FAIL", "paper": ev.paper, "ours": ev.ours}
 
 
 @pytest.mark.parametrize("den, result", [({128: 100, 256: 100, 512: 100, 1024: 100}, "pass"),
@@ -261,7 +267,7 @@ def test_nonlinear_cell_is_flagged_in_the_summary(tmp_path: Path) -> None:
     assert ppm == {"acle_4v": 5000, "c_vec": 20000} and flag == {"acle_4v": 0, "c_vec": 1}
     sweep = config.load(REPO / "configs" / "tiny.yaml")
     out = tmp_path / "summary.md"
-    plot.write_summary([], subtract.subtract(raw), out, sweep)
+    summary.write_summary([], subtract.subtract(raw), out, sweep)
     listed = [ln for ln in out.read_text().splitlines() if ln.startswith("- non-linear")]
     assert listed == ["- non-linear (> 1 %): copy c_vec - uint8 vla VL 512 size 65536"]
 
@@ -309,6 +315,6 @@ def test_a_label_names_the_roi_function_the_counting_backend_saw() -> None:
                             "size": 1048576, "metric": "gem5.cycles", "value": 1} for vl in (128, 512)])
     prov = pd.DataFrame([{"kernel": "memcpy", "variant": "libc", "size": 1048576, "roi_symbol": sym}
                          for sym in ("?", "__memcpy_sve")])
-    (s,) = plot.select(counts, prov, sweep, {"kernel": "memcpy", "variant": "libc"},
-                       {"metric": "gem5.cycles", "backend": "gem5"})
+    cycles = next(f for f in sweep.figures if f.metric == "gem5.cycles" and f.backend == "gem5")
+    (s,) = series.select(counts, prov, sweep, config.Selector("memcpy", "libc"), cycles)
     assert s.label.endswith("(__memcpy_sve)"), s.label

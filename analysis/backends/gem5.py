@@ -90,7 +90,7 @@ def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
     g = sweep.gem5
     if g is None or (ready is not None and "gem5" not in ready.found):
         return []
-    cpus: dict[str, tuple[int, ...] | None] = {name: tuple(d["vector_lengths"]) for name, d in g.systems.items()}
+    cpus: dict[str, tuple[int, ...] | None] = {name: s.vector_lengths for name, s in g.systems.items()}
     return sweep.expand(NAME, g.compilers, [("vla", g.vector_lengths)], cpus,
                         lambda family: list(g.sizes.get(family, sweep.sizes[family])), simulated)
 
@@ -101,7 +101,7 @@ def time_factor(sweep: Sweep) -> float:
 
 def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
     assert sweep.gem5 is not None
-    return {"gem5": ready.found["gem5"], "system": sweep.gem5.systems[job.cpu_model],
+    return {"gem5": ready.found["gem5"], "system": sweep.gem5.systems[job.cpu_model].description,
             "runs_dir": str(sweep.results_dir / "gem5" / job.cpu_model / job.binary.name)}
 
 

@@ -130,7 +130,6 @@ def build_targets(sweep: config.Sweep, targets: list[Path]) -> None:
 
 
 def run_args(sweep: config.Sweep, line: Line, vl: int, size: int) -> config.Run:
-    sel = next(s for s in sweep.selections if s["kernel"] == line.kernel and line.variant in s["variants"])
-    op, dtype = sel["op_dtypes"][0]
+    op, dtype = sweep.selection_of(line.kernel, line.variant).op_dtypes[0]
     row = sweep.table.row(line.kernel, line.variant)
     return config.Run(vl, size, op, dtype, config.run_params(sweep.table, row, op, dtype))

@@ -262,20 +262,9 @@ def mpi_timings(work: Path, cores: int) -> dict[str, Any]:
         return out
     # The same sweep without the rows, figures and checks of the absent libraries.
     drop = {f for f, fam in sweep.table.families.items() if fam.mpi and fam.mpi_library not in present}
-    raw = yaml.safe_load(src.read_text())
-    raw["kernel_table"] = str(REPO / raw["kernel_table"])
-
-    def keeps(spec: dict[str, Any]) -> bool:
-        sels = [spec.get(k) for k in ("series", "numerator", "denominator", "baseline")]
-        return all(sweep.table.selector_family(s).name not in drop
-                   for x in sels if x for s in (x if isinstance(x, list) else [x]))
-
-    raw["kernels"] = [k for k in raw["kernels"] if sweep.table.row(k["kernel"], sweep.table.variants(k["kernel"])[0]).family not in drop]
-    raw["figures"] = [f for f in raw.get("figures", []) if keeps(f)]
-    raw["checks"] = [c for c in raw.get("checks", []) if keeps(c)]
     cfg = work / "mpi-present.yaml"
     cfg.parent.mkdir(parents=True, exist_ok=True)
-    cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
+    cfg.write_text(yaml.safe_dump(mpi.sweep_doc_without(src, sweep, drop), sort_keys=False))
     runs = sum(len(j.runs) for j in config.load(cfg).jobs())
     seconds = round(sweep_time(str(cfg), work, cores, target="all")[0], 1)
     out["mpi_sweep"] = {"config": str(src.relative_to(REPO)), "libraries": sorted(present), "without": missing,

@@ -41,7 +41,7 @@ def single_cell(ns: argparse.Namespace) -> tuple[config.Sweep, config.Job]:
         raise config.ConfigError(f"--size {ns.size}: sizes are byte counts from 0 to {config.SIZE_MAX}")
     row = sweep.table.row(ns.kernel, ns.variant)
     config.check_size_fits(sweep.table.families[row.family], ns.size, f"--size {ns.size}")
-    op, dtype = sel["op_dtypes"][0]
+    op, dtype = sel.op_dtypes[0]
     params = config.run_params(sweep.table, row, op, dtype)
     runs = tuple(config.Run(ns.vl, s, op, dtype, params, sve=row.sve) for s in sorted({0, ns.size}))
     build = ns.build if row.sve else config.NOSVE  # a row without SVE has its own build

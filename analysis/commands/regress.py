@@ -62,8 +62,8 @@ class Regression:
     name: str
     golden_dir: Path
     metrics: list[str]
-    tolerance: list[dict[str, Any]]
-    tolerance_sets: dict[str, list[dict[str, Any]]]
+    tolerance: list[config.ToleranceRule]
+    tolerance_sets: dict[str, tuple[config.ToleranceRule, ...]]
     on_change: dict[str, str]
 
     @property
@@ -236,16 +236,16 @@ def read_golden(reg: Regression) -> tuple[pd.DataFrame, dict[str, Any]]:
     return golden, fp
 
 
-def tolerance_of(rules: list[dict[str, Any]], row: pd.Series) -> float:
+def tolerance_of(rules: list[config.ToleranceRule], row: pd.Series) -> float:
     """Relative tolerance of one value: the first rule whose patterns all match, else exact."""
     for rule in rules:
-        if all(fnmatch.fnmatchcase(str(row[k]), str(rule.get(k, "*"))) for k in ("kernel", "variant", "metric")):
-            return float(rule["relative"])
+        if rule.matches(str(row["kernel"]), str(row["variant"]), str(row["metric"])):
+            return float(rule.relative)
     return 0.0
 
 
-def compare(golden: pd.DataFrame, now: pd.DataFrame, rules: list[dict[str, Any]],
-            wider: list[dict[str, Any]] | None = None) -> pd.DataFrame:
+def compare(golden: pd.DataFrame, now: pd.DataFrame, rules: list[config.ToleranceRule],
+            wider: list[config.ToleranceRule] | None = None) -> pd.DataFrame:
     """Every value's status: ok (within `rules`), tolerated (beyond them but within `wider`, the
     tolerance set of a changed fingerprint part, ahead of `rules`), moved, missing or new."""
     key = table.KEY
@@ -297,7 +297,7 @@ def regress(reg: Regression, cores: int, out=sys.stdout, accept_tolerance: bool 
     golden, golden_fp = read_golden(reg)  # fail on bad golden files before spending time
     now_fp = fingerprint(reg)
     parts = differing_parts(golden_fp, now_fp)
-    wider: list[dict[str, Any]] = []
+    wider: list[config.ToleranceRule] = []
     chosen = named = None
     if parts:
         for p in parts:
@@ -308,7 +308,7 @@ def regress(reg: Regression, cores: int, out=sys.stdout, accept_tolerance: bool 
             chosen = reg.on_change[named]
             print(f"tolerance set '{chosen}' (regression/on_fingerprint_change/{named}) applies to values that moved"
                   + ("" if accept_tolerance else f" only with {ACCEPT_FLAG}"), file=out)
-            wider = reg.tolerance_sets[chosen]
+            wider = list(reg.tolerance_sets[chosen])
     now = run_sweep(reg, cores)
     drift = compare(golden, now, list(reg.tolerance), wider)
     reg.work_dir.mkdir(parents=True, exist_ok=True)

@@ -19,13 +19,11 @@ import base64
 import html
 import re
 from pathlib import Path
-from typing import Any
 
 import jinja2
 from markdown_it import MarkdownIt
 
 from analysis.core import config, files, table
-from analysis.stages.plot import METRIC
 
 NAME = "report.html"
 # summary.md links each explained cell as explain/<slug>.md: on the page it is a section.
@@ -81,30 +79,36 @@ def markdown(text: str) -> str:
     return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
 
 
-def caption(fig: dict[str, Any], ratio: bool) -> str:
-    """What a figure shows, from its declaration in the sweep file."""
-    what = ", ".join(" ".join(str(v) for v in sel.values()) for sel in fig["series"])
-    if fig.get("kind"):  # perf figures (time, bandwidth)
-        return f"{fig['title']}. Native runs under perf ({fig['kind']} per call) of {what}; host baselines dashed."
-
-    metric = fig.get("ylabel") or fig.get("metric", METRIC)
-    if ratio:
-        b = fig["baseline"]
-        return (f"{fig['title']}: ratio {b.get('variant', b['kernel'])} / each variant of {metric} per VL "
+def count_caption(fig: config.CountFigure, ratio: bool) -> str:
+    """What a count figure (or its ratio figure) shows, from its declaration in the sweep file."""
+    metric = fig.ylabel or fig.metric
+    if ratio and fig.baseline is not None:
+        b = fig.baseline
+        return (f"{fig.title}: ratio {b.variant or b.kernel} / each variant of {metric} per VL "
                 f"(above 1: the variant needs less than the baseline).")
-    return f"{fig['title']}. {metric} per VL, one line per variant of {what} (VLA build; VLS builds as points)."
+    return f"{fig.title}. {metric} per VL, one line per variant of {_what(fig.series)} (VLA build; VLS builds as points)."
+
+
+def perf_caption(fig: config.PerfFigure) -> str:
+    return f"{fig.title}. Native runs under perf ({fig.kind} per call) of {_what(fig.series)}; host baselines dashed."
+
+
+def _what(series: tuple[config.Selector, ...]) -> str:
+    return ", ".join(" ".join(sel.words()) for sel in series)
 
 
 def figure_entries(sweep: config.Sweep, fig_dir: Path) -> list[dict[str, str]]:
     """Every declared figure the sweep drew (the cycle figures only where gem5 ran), in order."""
-    declared = [(f, False) for f in sweep.figures] + [(f, False) for f in (sweep.perf.figures if sweep.perf else [])]
+    # (file stem, title, caption) of each figure that may have been drawn: a count figure, its
+    # ratio figure where it has a baseline, each perf figure.
+    declared = [(name, f.title, count_caption(f, ratio)) for f in sweep.figures
+                for name, ratio in ((f.name, False), (f"{f.name}_ratio", True)) if not ratio or f.baseline is not None]
+    declared += [(f.name, f.title, perf_caption(f)) for f in (sweep.perf.figures if sweep.perf else ())]
     out = []
-    for f, _ in declared:
-        for name, ratio in ((f["name"], False), (f"{f['name']}_ratio", True)):
-            png = fig_dir / f"{name}.png"
-            if ratio and "baseline" not in f or not png.exists():
-                continue
-            out.append({"name": name, "title": f["title"], "caption": html.escape(caption(f, ratio)),
+    for name, title, caption in declared:
+        png = fig_dir / f"{name}.png"
+        if png.exists():
+            out.append({"name": name, "title": title, "caption": html.escape(caption),
                         "png": base64.b64encode(png.read_bytes()).decode()})
     return out
 

@@ -17,8 +17,9 @@ import os
 import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Iterable
 
-from analysis.core.config import REPO, KernelTable, Sweep
+from analysis.core.config import REPO, KernelTable, Selector, Sweep, read_yaml
 from analysis.core.toolchain import ToolchainError
 
 SESSION_SOURCE = REPO / "kernels" / "mpi" / "session.c"
@@ -81,7 +82,7 @@ def row_library(table: KernelTable, kernel: str, variant: str) -> Library | None
 
 def libraries(sweep: Sweep) -> dict[str, Library]:
     """The libraries the sweep's rows link, by name."""
-    libs = (family_library(sweep.table, sel["family"]) for sel in sweep.selections)
+    libs = (family_library(sweep.table, sel.family) for sel in sweep.selections)
     return {lib.name: lib for lib in libs if lib}
 
 
@@ -133,17 +134,34 @@ def without_unbuilt(sweep: Sweep) -> Sweep:
     if not drop:
         return sweep
 
-    def keeps(spec: dict) -> bool:
-        sels = [spec.get(k) for k in ("series", "numerator", "denominator", "baseline")]
-        flat = [s for x in sels if x for s in (x if isinstance(x, list) else [x])]
-        return all(sweep.table.selector_family(s).name not in drop for s in flat)
+    def keeps(selectors: Iterable[Selector]) -> bool:
+        return all(sweep.table.selector_family(s).name not in drop for s in selectors)
 
     return replace(
         sweep,
-        selections=[s for s in sweep.selections if s["family"] not in drop],
-        figures=[f for f in sweep.figures if keeps(f)],
-        checks=[c for c in sweep.checks if keeps(c)],
+        selections=[s for s in sweep.selections if s.family not in drop],
+        figures=[f for f in sweep.figures if keeps(f.selectors())],
+        checks=[c for c in sweep.checks if keeps(c.selectors().values())],
     )
+
+
+def sweep_doc_without(src: Path, sweep: Sweep, drop: set[str]) -> dict[str, Any]:
+    """The sweep file `src` (loaded as `sweep`) as a document without the kernels, figures and
+    checks on the families `drop`, its kernel table named by an absolute path: a sweep file that
+    can be written anywhere (bench times the MPI sweep on the libraries that are here)."""
+    raw = read_yaml(src)
+    raw["kernel_table"] = str(REPO / raw["kernel_table"])
+
+    def keeps(spec: dict[str, Any]) -> bool:
+        sels = [spec.get(k) for k in ("series", "numerator", "denominator", "baseline")]
+        return all(sweep.table.selector_family(Selector.of(s)).name not in drop
+                   for x in sels if x for s in (x if isinstance(x, list) else [x]))
+
+    raw["kernels"] = [k for k in raw["kernels"]
+                      if sweep.table.row(k["kernel"], sweep.table.variants(k["kernel"])[0]).family not in drop]
+    raw["figures"] = [f for f in raw.get("figures", []) if keeps(f)]
+    raw["checks"] = [c for c in raw.get("checks", []) if keeps(c)]
+    return raw
 
 
 def version(table: KernelTable | None = None, kernel: str = "", variant: str = "") -> str:

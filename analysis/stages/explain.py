@@ -195,11 +195,11 @@ def _hot_loop(binary: Path, functions: list[str], run_n: dict[str, Any], run_0: 
         f"- iterations at VL {cell.vl}: **{taken}** (executions of the back-edge `{branch.text}`, one per "
         f"iteration, at size {cell.size} minus at size 0)",
     ]
-    loop = row.expect.get("loop")
+    loop = row.loop
     if loop:
-        chunk = loop["vectors_per_iteration"] * cell.vl // 8
-        want = math.ceil(cell.size / chunk) if loop["rounding"] == "ceil" else cell.size // chunk
-        out.append(f"- declared in the kernel table: {loop['rounding']}(size / ({loop['vectors_per_iteration']} x "
+        chunk = loop.vectors_per_iteration * cell.vl // 8
+        want = math.ceil(cell.size / chunk) if loop.rounding == "ceil" else cell.size // chunk
+        out.append(f"- declared in the kernel table: {loop.rounding}(size / ({loop.vectors_per_iteration} x "
                    f"{cell.vl // 8} bytes)) = {want} iterations")
     out += ["", "```", *(f"{i.addr:8x}:  {i.word:08x}  {i.text}" for i in body), "```", ""]
     return out

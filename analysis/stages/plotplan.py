@@ -8,7 +8,6 @@ time on a no-op re-run; measured.)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from analysis.core import config
 
@@ -33,13 +32,9 @@ class Cell:
         return f"{self.kernel}-{self.variant}{op}-{self.dtype}-{self.build}-{self.cpu_model}-{self.compiler}-{self.backend}-vl{self.vl}-{self.size}"
 
 
-def is_gem5(spec: dict[str, Any]) -> bool:
-    return spec.get("backend") == "gem5"
-
-
-def figures(sweep: config.Sweep, has_gem5: bool) -> list[dict[str, Any]]:
+def figures(sweep: config.Sweep, has_gem5: bool) -> list[config.CountFigure]:
     """The configured figures; the cycle figures only when there are gem5 rows."""
-    return [f for f in sweep.figures if has_gem5 or not is_gem5(f)]
+    return [f for f in sweep.figures if has_gem5 or not f.is_gem5]
 
 
 def discussed_cells(sweep: config.Sweep) -> list[Cell]:
@@ -49,18 +44,16 @@ def discussed_cells(sweep: config.Sweep) -> list[Cell]:
     cells: list[Cell] = []
     if not sweep.backends:  # a perf-only sweep counts nothing
         return cells
-    specs = [c for chk in sweep.checks for c in [chk, *(config.condition_check(chk, x) for x in chk.get("conditions", []))]]
-    for chk in specs:
-        for key in ("numerator", "denominator", "series"):
-            sel = chk.get(key)
-            if not sel or "variant" not in sel:
+    for chk in [c for chk in sweep.checks for c in [chk, *(x.check for x in chk.conditions)]]:
+        for sel in chk.selectors().values():
+            if sel.variant is None:
                 continue
-            pairs = next(s["op_dtypes"] for s in sweep.selections if s["kernel"] == sel["kernel"])
-            op, dtype = next(((o, d) for o, d in pairs if sel.get("op", o) == o and sel.get("dtype", d) == d), pairs[0])
-            family = sweep.table.row(sel["kernel"], sel["variant"]).family
+            pairs = sweep.selection_of(sel.kernel).op_dtypes
+            op, dtype = next(((o, d) for o, d in pairs if sel.op in (None, o) and sel.dtype in (None, d)), pairs[0])
+            family = sweep.table.row(sel.kernel, sel.variant).family
             for vl in (min(sweep.vector_lengths), max(sweep.vector_lengths)):
-                cell = Cell(sel["kernel"], sel["variant"], op, dtype, "vla", next(iter(sweep.cpu_models)),
-                            sweep.backends[0], chk.get("compiler", sweep.compilers[0]), vl, sweep.sizes[family][0])
+                cell = Cell(sel.kernel, sel.variant, op, dtype, "vla", next(iter(sweep.cpu_models)),
+                            sweep.backends[0], chk.compiler, vl, sweep.sizes[family][0])
                 if cell not in cells:
                     cells.append(cell)
     return cells
