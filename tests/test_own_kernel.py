@@ -2,6 +2,7 @@
 workflow (build, count, plot, regress, explain) with exact counts; broken kernels say why."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -98,3 +99,10 @@ def test_broken_own_kernel_says_why(tmp_path: Path, edit: tuple[str, str], needl
     for n in needles:
         assert n in out, out[-3000:]
     assert not (root / "results" / "counts.csv").exists()
+    # One paragraph: the cell, the cause and the log, not Snakemake's account of the failed
+    # command nor the compiler's source quotes and carets.
+    failed = [ln for ln in out.splitlines() if ln.startswith("✗ ")]
+    assert len(failed) == 1 and needles[-1] in failed[0] and "(log: " in failed[0], out[-3000:]
+    for dump in ("RuleException", "CalledProcessError", "WorkflowError", "Traceback", "Shutting down"):
+        assert dump not in out, out[-3000:]
+    assert not [ln for ln in out.splitlines() if re.match(r"^\s*\d*\s*\|", ln)], out[-3000:]
