@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from analysis.core import table
@@ -80,6 +81,31 @@ def test_own_kernel_regresses_and_explains(swept: Path) -> None:
     assert "## Hot loop: `scale_kernel`" in proc.stdout
     assert f"iterations at VL 384: **{-(-65536 // 48)}**" in proc.stdout
     assert "declared in the kernel table: ceil(size / (1 x 48 bytes)) = 1366 iterations" in proc.stdout
+
+
+def test_the_readme_s_own_kernel_steps_work_as_written(tmp_path: Path) -> None:
+    """README "Your own kernel", step by step, with the template's own files copied elsewhere:
+    sweep, bless, regress, each with `--config` of the copied sweep file (only the build folder
+    is moved, out of the repository's). Plain `bless` blessed the shipped set, and the template's
+    sweep had no regression section, so bless and regress with it exited 2."""
+    readme = (REPO / "README.md").read_text()
+    steps = readme[readme.index("## Your own kernel"):readme.index("## Explain a cell")]
+    for command in ("./harness sweep --config ~/sve/my_sweep.yaml", "./harness bless --config ~/sve/my_sweep.yaml",
+                    "./harness regress --config ~/sve/my_sweep.yaml"):
+        assert command in " ".join(steps.split()), command
+    sve = tmp_path / "sve"
+    sve.mkdir()
+    for name in ("my_kernel.c", "my_kernels.yaml", "my_sweep.yaml"):
+        shutil.copy(TEMPLATE / name, sve)
+    cfg = str(sve / "my_sweep.yaml")
+    build = ("--set", f"build_dir={tmp_path / 'build'}")
+    for command in ("sweep", "bless", "regress"):
+        proc = harness(command, "--config", cfg, *build)
+        assert proc.returncode == 0, (command, proc.stdout[-3000:] + proc.stderr[-3000:])
+    golden = list((sve / "golden").glob("*.csv"))
+    assert [g.name for g in golden] == ["my_sweep.csv"], golden
+    assert set(pd.read_csv(golden[0])["kernel"]) == {"scale"}  # the user's set, not the shipped one
+    assert (sve / "results" / "my_kernels" / "counts.csv").exists()
 
 
 @pytest.mark.parametrize("edit, needles", [
