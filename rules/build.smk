@@ -131,7 +131,7 @@ rule harness_object:
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/harness.log",
     shell:
-        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} {rule}"
 
 
 rule driver_object:
@@ -147,7 +147,7 @@ rule driver_object:
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/driver_{{family}}.log",
     shell:
-        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} {rule}"
 
 
 # Further sources of a row (extra_sources) and the MPI session of an `mpi: true` family.
@@ -166,7 +166,7 @@ rule extra_object:
     wildcard_constraints:
         stem="[a-z][a-z0-9_]*",
     shell:
-        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} {rule}"
 
 
 rule kernel_object:
@@ -182,7 +182,7 @@ rule kernel_object:
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/{{kernel}}-{{variant}}.log",
     shell:
-        "bash {input.cmd:q} > {log:q} 2>&1 || {{ echo 'kernel {wildcards.kernel}-{wildcards.variant} does not compile:' >&2; cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} 'kernel {wildcards.kernel}-{wildcards.variant} does not compile'"
 
 
 rule roi_object:
@@ -201,7 +201,7 @@ rule roi_object:
     log:
         f"{BUILD}/logs/{{compiler}}/roi_{{backend}}.log",
     shell:
-        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} {rule}"
 
 
 # The perf backend's markers are C (perf control, timing, repetitions), built per native build.
@@ -217,7 +217,7 @@ rule roi_perf_object:
     log:
         f"{BUILD}/logs/native/{{build}}/roi_perf.log",
     shell:
-        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} {rule}"
 
 
 rule link:
@@ -231,4 +231,4 @@ rule link:
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/link-{{backend}}-{{kernel}}-{{variant}}.log",
     shell:
-        "bash {input.cmd:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"
+        "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} {rule}"

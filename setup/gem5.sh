@@ -3,7 +3,9 @@
 # the repository, so that every sweep finds it without GEM5=.
 #
 #   setup/gem5.sh            build it unless the cache already holds this version (then: nothing)
-#   setup/gem5.sh --path     print where the binary is (or will be); build nothing
+#   setup/gem5.sh --path     print the built binary; "not built" on stderr and exit 1 when
+#                            there is none yet; build nothing
+#   setup/gem5.sh --where    print where the binary is or will be; build nothing
 #
 # Environment:
 #   GEM5_SRC=DIR       a gem5 source tree to build from (offline, tests); a git checkout must be
@@ -40,8 +42,15 @@ BIN="$SRC/build/ARMNR/gem5.fast"
 STAMP="$DIR/installed"
 LOG="$DIR/build.log"
 
-if [[ "${1:-}" == --path ]]; then echo "$BIN"; exit 0; fi
-[[ $# -eq 0 ]] || bad "unknown option '$1'; usage: $ME [--path]"
+# --path answers "is it there" (rc 1 when not: a caller that trusted a path of nothing built
+# would run a binary that does not exist); --where is for messages that say where it will go.
+if [[ "${1:-}" == --path ]]; then
+    [[ -x "$BIN" && -f "$STAMP" ]] && { echo "$BIN"; exit 0; }
+    echo "$ME: gem5 $VERSION is not built (it would be $BIN; fix: ./harness setup --with-gem5)" >&2
+    exit 1
+fi
+if [[ "${1:-}" == --where ]]; then echo "$BIN"; exit 0; fi
+[[ $# -eq 0 ]] || bad "unknown option '$1'; usage: $ME [--path | --where]"
 
 # A second call does nothing: the stamp names the commit and the binary's checksum.
 if [[ -x "$BIN" ]] && stamp_current "$BIN" "$STAMP" "$PINNED_COMMIT"; then

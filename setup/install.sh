@@ -540,8 +540,8 @@ if [[ $MODE == check ]]; then
     else
         while read -r m; do [[ -n "$m" ]] && problems+=("venv pin: $m (fix: $ME)"); done < <(venv_pin_mismatches || true)
     fi
-    if [[ $WITH_GEM5 -eq 1 ]] && [[ ! -x "$("$ROOT/setup/gem5.sh" --path)" ]]; then
-        problems+=("gem5 not built at $("$ROOT/setup/gem5.sh" --path) (fix: $ME --with-gem5)")
+    if [[ $WITH_GEM5 -eq 1 ]] && ! "$ROOT/setup/gem5.sh" --path >/dev/null 2>&1; then
+        problems+=("gem5 not built at $("$ROOT/setup/gem5.sh" --where) (fix: $ME --with-gem5)")
     fi
     if [[ ${#problems[@]} -eq 0 ]]; then
         echo "$ME --check: all present (python $py, ${#APT_PKGS[@]} apt packages, .venv matches requirements.txt)"

@@ -376,13 +376,13 @@ def test_empty_log_on_a_full_disk_says_no_space(full_disk: Path, tmp_path: Path)
     import sys
 
     sys.path.insert(0, str(REPO / "analysis" / "snakemake_plugins"))
-    from snakemake_logger_plugin_harness import last_line
+    from snakemake_logger_plugin_harness import why
 
     (full_disk / "job.log").touch()
-    line = last_line([str(full_disk / "job.log")])
+    line = why([str(full_disk / "job.log")])
     assert line.startswith("no space left on the device of") and str(full_disk) in line, line
     (tmp_path / "job.log").touch()
-    assert last_line([str(tmp_path / "job.log")]) == "(empty log)"
+    assert why([str(tmp_path / "job.log")]) == "(empty log)"
 
 
 def test_kernel_exiting_0_without_its_ok_line_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@ loop body, the class table against objdump's mnemonics, and reproducibility."""
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import shutil
@@ -121,7 +122,16 @@ def test_count_command_prints_the_cell(binaries, plugin_dir, all_sweep, tmp_path
     printed = {ln.split()[2]: int(ln.split()[3]) for ln in lines if ln.startswith("  roi_net class ")}
     assert printed == {c: roi_n["classes"][c] - roi_0["classes"][c] for c in roi_n["classes"]
                        if roi_n["classes"][c] - roi_0["classes"][c]}
-    assert any(ln.startswith("  command: env -i qemu-aarch64 -cpu max,sve-default-vector-length=32 ") for ln in lines)
+    # The printed lines reproduce the net count where a user pastes them (they used to print a
+    # QEMU command for ./k in a staging folder that was already deleted).
+    at = lines.index(next(ln for ln in lines if ln.startswith("  reproduce ")))
+    replays = [ln.strip() for ln in lines[at + 1:at + 3]]
+    assert all(" qemu-aarch64 -cpu max,sve-default-vector-length=32 " in r for r in replays), replays
+    for r in replays:
+        done = subprocess.run(["bash", "-c", r], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    roi = {n: json.loads((tmp_path / f"out-{n}" / "inscount.json.0").read_text())["roi"] for n in (0, 4100)}
+    assert roi[4100]["total"] - roi[0]["total"] == roi_n["total"] - roi_0["total"]
 
 
 def test_four_vector_copy_scales_16x(binaries, plugin_dir) -> None:

@@ -52,10 +52,22 @@ def plain_source(root: Path, version: str = VERSION[1:]) -> Path:
     return root
 
 
-def test_path_is_under_the_cache(env: dict[str, str]) -> None:
-    proc = run(env, "--path")
+def test_where_is_under_the_cache_and_path_says_not_built_until_it_is(env: dict[str, str]) -> None:
+    """--path answers "is it built": before a build it printed the future path with rc 0, and a
+    caller that trusted it ran a binary that did not exist."""
+    proc = run(env, "--where")
     assert proc.returncode == 0
-    assert proc.stdout == f"{env['HARNESS_CACHE']}/gem5-{VERSION}/src/build/ARMNR/gem5.fast\n"
+    binary = Path(f"{env['HARNESS_CACHE']}/gem5-{VERSION}/src/build/ARMNR/gem5.fast")
+    assert proc.stdout == f"{binary}\n"
+    proc = run(env, "--path")
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (f"setup/gem5.sh: gem5 {VERSION} is not built (it would be {binary}; "
+                           "fix: ./harness setup --with-gem5)\n")
+    _exe(binary, "#!/bin/sh\n")  # a build that stopped before its stamp is not built either
+    assert run(env, "--path").returncode == 1
+    (binary.parents[3] / "installed").write_text("version\n")
+    proc = run(env, "--path")
+    assert (proc.returncode, proc.stdout) == (0, f"{binary}\n")
 
 
 @pytest.mark.parametrize("case", ["unknown version", "not enough disk", "source at another commit", "not gem5"])
@@ -96,7 +108,7 @@ def test_failed_build_names_its_log_in_one_line(env: dict[str, str], tmp_path: P
 
 
 def test_second_call_does_nothing_when_the_stamp_matches(env: dict[str, str]) -> None:
-    binary = Path(run(env, "--path").stdout.strip())
+    binary = Path(run(env, "--where").stdout.strip())
     _exe(binary, "#!/bin/sh\nexit 0\n")
     sha = hashlib.sha256(binary.read_bytes()).hexdigest()
     stamp = binary.parents[3] / "installed"
@@ -118,12 +130,13 @@ def test_sweeps_find_gem5_in_order_env_config_cache(env: dict[str, str], tmp_pat
     monkeypatch.setenv("HARNESS_CACHE", env["HARNESS_CACHE"])
     sweep = config.load(REPO / "configs" / "default.yaml")
     assert sweep.gem5 is not None and sweep.gem5.binary is None
-    cached = Path(run(env, "--path").stdout.strip())
-    assert gem5.cached_gem5() == cached
+    cached = Path(run(env, "--where").stdout.strip())
+    assert gem5.cached_gem5() is None and gem5.cached_gem5_place() == cached
     assert gem5.find_gem5(sweep) is None
     assert f"gem5 is not built at {cached}" in gem5.skipped_message(sweep)
     assert "./harness setup --with-gem5" in gem5.skipped_message(sweep)
     _exe(cached, "#!/bin/sh\n")
+    (cached.parents[3] / "installed").write_text("version\n")
     assert gem5.find_gem5(sweep) == cached
     configured = _exe(tmp_path / "configured" / "gem5.fast", "#!/bin/sh\n")
     sweep.gem5 = dataclasses.replace(sweep.gem5, binary=str(configured))
@@ -145,6 +158,6 @@ def test_check_with_gem5_names_the_missing_build(env: dict[str, str]) -> None:
     appended after the list was printed, so the check passed without gem5)."""
     proc = subprocess.run([str(REPO / "setup" / "install.sh"), "--check", "--with-gem5"], capture_output=True,
                           text=True, env=env, timeout=120)
-    cached = run(env, "--path").stdout.strip()
+    cached = run(env, "--where").stdout.strip()
     assert proc.returncode == 1
     assert f"  - gem5 not built at {cached} (fix: setup/install.sh --with-gem5)" in proc.stdout.splitlines()

@@ -2,10 +2,12 @@
 workflow (build, count, plot, regress, explain) with exact counts; broken kernels say why."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from analysis.core import table
@@ -81,6 +83,31 @@ def test_own_kernel_regresses_and_explains(swept: Path) -> None:
     assert "declared in the kernel table: ceil(size / (1 x 48 bytes)) = 1366 iterations" in proc.stdout
 
 
+def test_the_readme_s_own_kernel_steps_work_as_written(tmp_path: Path) -> None:
+    """README "Your own kernel", step by step, with the template's own files copied elsewhere:
+    sweep, bless, regress, each with `--config` of the copied sweep file (only the build folder
+    is moved, out of the repository's). Plain `bless` blessed the shipped set, and the template's
+    sweep had no regression section, so bless and regress with it exited 2."""
+    readme = (REPO / "README.md").read_text()
+    steps = readme[readme.index("## Your own kernel"):readme.index("## Explain a cell")]
+    for command in ("./harness sweep --config ~/sve/my_sweep.yaml", "./harness bless --config ~/sve/my_sweep.yaml",
+                    "./harness regress --config ~/sve/my_sweep.yaml"):
+        assert command in " ".join(steps.split()), command
+    sve = tmp_path / "sve"
+    sve.mkdir()
+    for name in ("my_kernel.c", "my_kernels.yaml", "my_sweep.yaml"):
+        shutil.copy(TEMPLATE / name, sve)
+    cfg = str(sve / "my_sweep.yaml")
+    build = ("--set", f"build_dir={tmp_path / 'build'}")
+    for command in ("sweep", "bless", "regress"):
+        proc = harness(command, "--config", cfg, *build)
+        assert proc.returncode == 0, (command, proc.stdout[-3000:] + proc.stderr[-3000:])
+    golden = list((sve / "golden").glob("*.csv"))
+    assert [g.name for g in golden] == ["my_sweep.csv"], golden
+    assert set(pd.read_csv(golden[0])["kernel"]) == {"scale"}  # the user's set, not the shipped one
+    assert (sve / "results" / "my_kernels" / "counts.csv").exists()
+
+
 @pytest.mark.parametrize("edit, needles", [
     (("a * x[i];", "a * x[i]"), ["kernel scale-acle does not compile", "error:"]),
     (("    roi_begin();\n", ""), ["kernel scale-acle: never calls roi_begin()"]),
@@ -98,3 +125,10 @@ def test_broken_own_kernel_says_why(tmp_path: Path, edit: tuple[str, str], needl
     for n in needles:
         assert n in out, out[-3000:]
     assert not (root / "results" / "counts.csv").exists()
+    # One paragraph: the cell, the cause and the log, not Snakemake's account of the failed
+    # command nor the compiler's source quotes and carets.
+    failed = [ln for ln in out.splitlines() if ln.startswith("✗ ")]
+    assert len(failed) == 1 and needles[-1] in failed[0] and "(log: " in failed[0], out[-3000:]
+    for dump in ("RuleException", "CalledProcessError", "WorkflowError", "Traceback", "Shutting down"):
+        assert dump not in out, out[-3000:]
+    assert not [ln for ln in out.splitlines() if re.match(r"^\s*\d*\s*\|", ln)], out[-3000:]

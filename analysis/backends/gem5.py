@@ -58,10 +58,16 @@ ENABLE = "./harness setup --with-gem5 builds it once (about 80 minutes on 2 core
 OFF = "none"
 
 
-def cached_gem5() -> Path:
-    """Where `./harness setup --with-gem5` puts gem5: setup/gem5.sh is the one place that
-    knows (HARNESS_CACHE, XDG_CACHE_HOME, the pinned version)."""
-    out = subprocess.run([str(REPO / "setup" / "gem5.sh"), "--path"], capture_output=True, text=True, check=True)
+def cached_gem5() -> Path | None:
+    """The gem5 that `./harness setup --with-gem5` built, or None: setup/gem5.sh is the one
+    place that knows (HARNESS_CACHE, XDG_CACHE_HOME, the pinned version)."""
+    out = subprocess.run([str(REPO / "setup" / "gem5.sh"), "--path"], capture_output=True, text=True)
+    return Path(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def cached_gem5_place() -> Path:
+    """Where `./harness setup --with-gem5` puts gem5, built or not (for messages)."""
+    out = subprocess.run([str(REPO / "setup" / "gem5.sh"), "--where"], capture_output=True, text=True, check=True)
     return Path(out.stdout.strip())
 
 
@@ -140,14 +146,14 @@ def find_gem5(sweep: Sweep) -> Path | None:
     if given == OFF:
         return None
     path = Path(given).expanduser() if given else cached_gem5()
-    return path if path.is_file() and os.access(path, os.X_OK) else None
+    return path if path is not None and path.is_file() and os.access(path, os.X_OK) else None
 
 
 def skipped_message(sweep: Sweep) -> str:
     given = _given(sweep)
     if given == OFF:
         return "gem5: cycle sweep skipped (GEM5=none)"
-    why = f"{given} is not an executable file" if given else f"gem5 is not built at {cached_gem5()}"
+    why = f"{given} is not an executable file" if given else f"gem5 is not built at {cached_gem5_place()}"
     return f"gem5: cycle sweep skipped ({why}); to run it, {ENABLE}"
 
 

@@ -155,9 +155,10 @@ def qemu_command(binary: Path, cpu_model: str, runs: Sequence[Run], plugin_dir: 
     return cmd + [f"./{binary.name}", *batch_argv(runs)]
 
 
-def replay_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env: dict[str, str] | None = None) -> str:
+def replay_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env: dict[str, str] | None = None,
+                   out: str = "out") -> str:
     """A shell line that reruns the cell exactly as counted, writing the clients' JSON to
-    ./out (as <client>.json.0: the cell is a batch of one). It runs in a subshell that removes
+    ./<out> (as <client>.json.0: the cell is a batch of one). It runs in a subshell that removes
     its staging directory on exit (it used to stay in /tmp, with no owner file for the jobs'
     clean-up to find, after every replay) and leaves the caller's shell where it was."""
     d = f"{STAGE_ROOT}/{STAGE_PREFIX}XXXXXXXX"
@@ -166,7 +167,7 @@ def replay_command(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env
     words = ['"$d"'.join(shlex.quote(part) if part else "" for part in w.split("$d")) for w in qemu]
     return (f'(d=$(mktemp -d {d}) && trap \'rm -rf "$d"\' EXIT && '
             f'cp {shlex.quote(str(binary.resolve()))} "$d/{STAGED_NAME}" && cd "$d" && '
-            + " ".join(words) + ' && mkdir -p "$OLDPWD/out" && cp "$d"/*.json.* "$OLDPWD/out/")')
+            + " ".join(words) + f' && mkdir -p "$OLDPWD"/{shlex.quote(out)} && cp "$d"/*.json.* "$OLDPWD"/{shlex.quote(out)}/)')
 
 
 def run_once(binary: Path, cpu_model: str, run: Run, plugin_dir: Path, env: dict[str, str] | None = None,

@@ -76,5 +76,10 @@ def cmd_count(ns: argparse.Namespace) -> int:
         d = meas["classes"][cls] - base["classes"][cls]
         if d:
             print(f"  roi_net class {cls:18s} {d}")
-    print(f"  command: {' '.join(recs[-1]['command'])}  (cwd {binary.parent})")
+    # The binary stays in the build folder; each line copies it to a staging folder of its own
+    # (the runs' folder is gone by now) and leaves the clients' JSON in ./out-<size>.
+    print(f"  reproduce (roi_net = roi of out-{job.runs[-1].size} minus roi of out-{job.runs[0].size}, "
+          "in inscount.json.0):")
+    for r in job.runs:
+        print(f"    {qemu.replay_command(binary, job.cpu_model, r, plugins, env, out=f'out-{r.size}')}")
     return 0

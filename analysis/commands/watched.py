@@ -92,7 +92,7 @@ def watch(sweep_file: str, sweep: config.Sweep) -> dict[str, list[str]]:
     if sweep.gem5 is not None:  # every place gem5 is looked for (analysis.backends.gem5.find_gem5)
         given = [os.environ.get("GEM5") or "", sweep.gem5.binary or ""]
         probes.update(str(Path(g).expanduser()) for g in given if g and g != gem5.OFF)
-        probes.add(str(gem5.cached_gem5()))
+        probes.add(str(gem5.cached_gem5_place()))
     return {"files": outside, "header_dirs": header_dirs, "tools": sorted(tools), "probes": sorted(probes)}
 
 
