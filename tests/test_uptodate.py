@@ -104,6 +104,7 @@ def own(tmp_path_factory: pytest.TempPathFactory, work: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_a_rerun_with_nothing_changed_starts_no_snakemake_and_writes_nothing(own: Path, work: Path) -> None:
     """Before: every re-run started Snakemake (1.1-1.2 s before it reads the workflow) and
     rewrote the report and the record of the good set."""
@@ -115,6 +116,7 @@ def test_a_rerun_with_nothing_changed_starts_no_snakemake_and_writes_nothing(own
     assert snakemake_logs() == logs
 
 
+@pytest.mark.slow
 def test_the_answer_imports_neither_pandas_nor_snakemake(own: Path) -> None:
     """cli's own imports (pandas, the report) cost more than the whole answer: it comes first."""
     settled(own)
@@ -126,6 +128,7 @@ def test_the_answer_imports_neither_pandas_nor_snakemake(own: Path) -> None:
     assert not {m.split(".")[0] for m in modules} & {"pandas", "numpy", "matplotlib", "snakemake", "jsonschema"}
 
 
+@pytest.mark.slow
 def test_an_edited_kernel_source_is_rebuilt(own: Path, work: Path) -> None:
     settled(own)
     src, obj = own / "my_kernel.c", work / "build" / OBJECT
@@ -136,6 +139,7 @@ def test_an_edited_kernel_source_is_rebuilt(own: Path, work: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_source_edited_behind_its_old_mtime_still_goes_to_snakemake(own: Path) -> None:
     """The content is watched, not only the times (Snakemake itself, by mtime, then finds
     nothing to do: its answer, not this check's)."""
@@ -148,6 +152,7 @@ def test_a_source_edited_behind_its_old_mtime_still_goes_to_snakemake(own: Path)
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_an_edited_sweep_file_is_swept(own: Path, work: Path) -> None:
     settled(own)
     vls = [128] if yaml.safe_load((own / "sweep.yaml").read_text())["vector_lengths"] == [128, 256] else [128, 256]
@@ -158,6 +163,7 @@ def test_an_edited_sweep_file_is_swept(own: Path, work: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_kernel_table_link_pointed_elsewhere_goes_to_snakemake(own: Path) -> None:
     """The files a sweep names are watched as it names them: a link moved to another file is a
     change, though the file it pointed to is not."""
@@ -178,6 +184,7 @@ def test_a_kernel_table_link_pointed_elsewhere_goes_to_snakemake(own: Path) -> N
         named.write_text(text)
     fell_through(own, sweep(own))
 
+@pytest.mark.slow
 def test_a_deleted_table_is_made_again(own: Path) -> None:
     settled(own)
     counts = own / "results" / "counts.csv"
@@ -188,6 +195,7 @@ def test_a_deleted_table_is_made_again(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_touched_raw_file_goes_to_snakemake(own: Path) -> None:
     settled(own)
     raw = own / "results" / RAW
@@ -198,6 +206,7 @@ def test_a_touched_raw_file_goes_to_snakemake(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_failed_run_leaves_no_record(own: Path) -> None:
     """A raw file edited behind the harness's back stops the sweep at collect; the record went
     before Snakemake started, and the run after the repair goes to Snakemake."""
@@ -215,6 +224,7 @@ def test_a_failed_run_leaves_no_record(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     pytest.param(("--set", "results_dir={results}"), id="an override (the same folder, said again)"),
     pytest.param(("--", "counts_all"), id="a target"),
@@ -227,6 +237,7 @@ def test_another_command_goes_to_snakemake(own: Path, args: tuple[str, ...]) -> 
     fell_through(own, sweep(own))  # the record is that command's now, not the plain one's
 
 
+@pytest.mark.slow
 def test_a_changed_environment_goes_to_snakemake(own: Path) -> None:
     """GEM5 (where gem5 is found), as every variable the workflow reads."""
     settled(own)
@@ -236,6 +247,7 @@ def test_a_changed_environment_goes_to_snakemake(own: Path) -> None:
     fell_through(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_replaced_tool_goes_to_snakemake(own: Path, tmp_path: Path) -> None:
     """The same PATH, but qemu-aarch64 on it is another file (an upgrade replaces it)."""
     env = {**os.environ, "PATH": path_without(tmp_path / "bin")}
@@ -248,6 +260,7 @@ def test_a_replaced_tool_goes_to_snakemake(own: Path, tmp_path: Path) -> None:
     fell_through(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_folder_another_command_holds_is_refused_as_before(own: Path) -> None:
     """Not answered while another command writes the folder: the normal path names it, and
     the record stays (the refused run touched nothing)."""
@@ -267,6 +280,7 @@ def test_a_folder_another_command_holds_is_refused_as_before(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_snakemake_lock_in_the_tree_goes_to_snakemake(own: Path) -> None:
     """Another Snakemake may be writing the shared build folder; a stale lock is taken over by
     the normal path, with its line."""
@@ -280,6 +294,7 @@ def test_a_snakemake_lock_in_the_tree_goes_to_snakemake(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_snakemake_profile_goes_to_snakemake(own: Path, tmp_path: Path) -> None:
     """A profile can set any option, and its content is not watched: never answered with one."""
     settled(own)
@@ -294,6 +309,7 @@ def test_a_snakemake_profile_goes_to_snakemake(own: Path, tmp_path: Path) -> Non
     fell_through(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_dry_run_neither_answers_nor_writes_a_record(own: Path) -> None:
     settled(own)
     record = own / "results" / uptodate.NAME
