@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import hygiene  # noqa: E402
+import markers  # noqa: E402
 from analysis import backends  # noqa: E402
 from analysis.backends import qemu  # noqa: E402
 from analysis.core import config  # noqa: E402
@@ -31,6 +32,17 @@ SNAKEMAKE = [PY, "-m", "snakemake"]
 OTHER_MARKER_BUILDS = ("vla", "vls512")
 
 
+# Every test this session collected, before -m and -k deselect any: tests/test_markers.py checks
+# the markers of all of them, whichever ran.
+COLLECTED = pytest.StashKey[list[pytest.Item]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The markers of tests/markers.py (pytest.ini makes any other one an error)."""
+    for name, text in markers.MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--shuffle", type=int, metavar="SEED",
                      help="run the test files in a random order and each file's tests in a random order "
@@ -42,9 +54,23 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return None if seed is None else f"shuffled with --shuffle {seed}"
 
 
+@functools.cache
+def missing_part(marker: str) -> str | None:
+    """Asked once per session: None when a needs_* marker's part is here, else the skip's line."""
+    return markers.PROBES[marker]()
+
+
+# First among the hooks, so that it sees every collected test (the -m and -k deselection is a
+# hook of its own that runs after it).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """--shuffle: files in a random order, each file's tests in a random order. A file's tests
+    """A needs_* test without its part is skipped in one line naming what is missing.
+    --shuffle: files in a random order, each file's tests in a random order. A file's tests
     stay together, so that its module-scoped fixtures (a build, a local Slurm) are made once."""
+    config.stash[COLLECTED] = list(items)
+    for item in items:
+        if (why := markers.unmet_need(item, missing_part)) is not None:
+            item.add_marker(pytest.mark.skip(reason=why))
     seed = config.getoption("--shuffle")
     if seed is None:
         return
@@ -195,3 +221,4 @@ def run_plain(binary: Path, vl: int, size: int, params: tuple = (), cpu: str = "
     cmd = ["env", "-i", "qemu-aarch64", "-cpu", f"{cpu},sve-default-vector-length={vl // 8}",
            f"./{binary.name}", *run.argv()]
     return subprocess.run(cmd, cwd=binary.parent, capture_output=True, text=True)
+

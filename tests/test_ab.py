@@ -39,6 +39,7 @@ def harness_ab(sweep: Path, out: Path, *args: str) -> tuple[subprocess.Completed
     return proc, doc
 
 
+@pytest.mark.slow
 def test_identical_lines_no_change_exit_0(ab_sweep: Path, tmp_path: Path) -> None:
     proc, doc = harness_ab(ab_sweep, tmp_path, "buffer_is_zero/sve", "buffer_is_zero/sve", "--vl", "128,2048", "--size", "4096")
     assert proc.returncode == 0, proc.stderr
@@ -46,6 +47,7 @@ def test_identical_lines_no_change_exit_0(ab_sweep: Path, tmp_path: Path) -> Non
     assert "| 128 | 4096 |" in proc.stdout and (tmp_path / "ab.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_extra_pass_counts_twice_exit_1(ab_sweep: Path, tmp_path: Path) -> None:
     """B runs the scalar kernel twice: exactly twice A's ROI net count, at every VL; CI fails."""
     proc, doc = harness_ab(ab_sweep, tmp_path, "buffer_is_zero/scalar", "buffer_is_zero/scalar_twice", "--vl", "128,1152",
@@ -57,6 +59,7 @@ def test_extra_pass_counts_twice_exit_1(ab_sweep: Path, tmp_path: Path) -> None:
     assert "B is worse than A" in proc.stdout
 
 
+@pytest.mark.slow
 def test_git_revision_of_the_kernel_source(ab_sweep: Path, tmp_path: Path) -> None:
     """The source at HEAD (committed) against the working tree's: the same code, no change."""
     proc, doc = harness_ab(ab_sweep, tmp_path, "buffer_is_zero/sve@HEAD", "buffer_is_zero/sve", "--vl", "256", "--size", "65536")
@@ -103,6 +106,8 @@ def _perf_sweep() -> config.Sweep:
     return sweep
 
 
+@pytest.mark.slow
+@pytest.mark.needs_perf
 def test_perf_identical_lines_interleaved_no_change(ab_sweep: Path, tmp_path: Path) -> None:
     """Two identical host lines, A and B interleaved: every verdict 'no change', exit 0, and
     per-symbol sample counts at a fixed period that include the kernel."""
@@ -119,6 +124,7 @@ def test_perf_identical_lines_interleaved_no_change(ab_sweep: Path, tmp_path: Pa
     assert "-c 10000" in proc.stdout
 
 
+@pytest.mark.slow
 def test_line_that_fails_its_check_exits_3(ab_sweep: Path, tmp_path: Path) -> None:
     """Not a verdict: the broken line's FAIL line is reported and CI sees exit 3, not 1."""
     proc, doc = harness_ab(ab_sweep, tmp_path, "buffer_is_zero/scalar", "buffer_is_zero/always_zero", "--vl", "128", "--size", "4096")

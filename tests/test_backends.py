@@ -175,6 +175,7 @@ def test_gem5_plans_record_the_compiler_version(tmp_path: Path, monkeypatch: pyt
     assert plan.time_limits[0] == sweep.time_limit(job.binary.kernel, job.binary.variant, job.runs[0].size, 20.0)
 
 
+@pytest.mark.slow
 def test_the_workflow_plans_the_gem5_rule_and_says_the_skip_once(tmp_path: Path) -> None:
     """Planning only: a fake gem5 (never run) gives the cycle sweep its jobs and plan files."""
     def dry(gem5_path: str) -> subprocess.CompletedProcess:

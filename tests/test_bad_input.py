@@ -437,6 +437,7 @@ def _venv_at(root: Path) -> Path:
     return venv / "bin" / "python"
 
 
+@pytest.mark.slow
 def test_a_clone_folder_named_like_a_command_runs_nothing(tmp_path: Path) -> None:
     """A clone under `x$(touch PWNED)y`: pip's launcher .venv/bin/snakemake is a /bin/sh script
     with that path in it, and starting Snakemake through it ran `touch PWNED`. The harness starts

@@ -6,9 +6,10 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import PY, REPO
+import pytest
 
 from analysis.commands.bench import TARGETS
+from conftest import PY, REPO
 
 SMALL = REPO / "tests" / "configs" / "perf_host.yaml"  # counts and host perf baselines, small sizes
 REGRESS = f"""\
@@ -24,6 +25,7 @@ regression:
 """
 
 
+@pytest.mark.slow
 def test_bench_runs_every_part_and_prints_each_target(tmp_path: Path) -> None:
     reg = tmp_path / "regress_smoke.yaml"
     reg.write_text(REGRESS)

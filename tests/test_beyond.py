@@ -20,6 +20,7 @@ ZERO_SIZES = [1, 7, 255, 4096 + 24, 65536 + 13, 1 << 20]
 ZERO_VARIANTS = ["scalar", "advsimd", "sve"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ZERO_VARIANTS)
 def test_buffer_is_zero_verified_at_every_vl(binaries, variant: str) -> None:
     """Each run checks the kernel against the scalar reference on all four inputs and on bytes
@@ -35,6 +36,7 @@ def test_buffer_is_zero_verified_at_every_vl(binaries, variant: str) -> None:
     assert not failures, "\n".join(failures[:10])
 
 
+@pytest.mark.slow
 def test_buffer_is_zero_sve_closed_form_at_every_vl(binaries, plugin_dir, all_sweep) -> None:
     """roi(n) = iterations(n) x body + one constant at every VL: the table's expect: loop
     (4 vectors per iteration, floor) with the body counted by objdump. A buffer shorter than
@@ -53,6 +55,7 @@ def test_buffer_is_zero_sve_closed_form_at_every_vl(binaries, plugin_dir, all_sw
         assert 0 < r.pop() <= length - body
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ZERO_VARIANTS)
 def test_buffer_is_zero_early_exit_is_constant(binaries, plugin_dir, variant: str) -> None:
     """A non-zero byte at the start, middle or end is found by the first-middle-last test:
@@ -65,6 +68,7 @@ def test_buffer_is_zero_early_exit_is_constant(binaries, plugin_dir, variant: st
     assert set(counts.values()).pop() < 40 < full
 
 
+@pytest.mark.slow
 def test_buffer_is_zero_needs_a_byte_to_set(binaries) -> None:
     proc = run_plain(binaries("buffer_is_zero", "sve"), 256, 0, (("where", "end"),))
     assert proc.returncode == 2 and "size >= 1" in proc.stderr
@@ -83,6 +87,7 @@ def counted_memcpy_rows(table: config.KernelTable) -> list[config.KernelRow]:
     return [r for r in table.rows if r.family == "memcpy" and not r.host_isa]
 
 
+@pytest.mark.slow
 def test_memcpy_every_variant_verified_at_every_vl(binaries, all_sweep) -> None:
     """Every cross-built variant copies exactly (and nothing past the end) at all 16 VLs, on
     sizes that leave a tail; variants without an alignment need are run misaligned too. The
@@ -102,6 +107,7 @@ def test_memcpy_every_variant_verified_at_every_vl(binaries, all_sweep) -> None:
     assert all(len(v) == 1 for v in sums.values()), sums
 
 
+@pytest.mark.slow
 def test_memcpy_misaligned_pointer_refused_by_aligned_variants(binaries, all_sweep) -> None:
     aligned = [r for r in counted_memcpy_rows(all_sweep.table) if r.params["align"] > 1]
     assert {r.variant for r in aligned} == {"sve_aligned", "sve_nt"}
@@ -111,6 +117,7 @@ def test_memcpy_misaligned_pointer_refused_by_aligned_variants(binaries, all_swe
         assert f"requires {row.params['align']}-byte aligned pointers" in proc.stderr and "dst_offset=3" in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["glibc_generic", "glibc_simd", "glibc_sve", "glibc_a64fx"])
 def test_memcpy_glibc_variant_called_directly(binaries, plugin_dir, all_sweep, variant: str) -> None:
     """The row's memcpy field (shared with the paper-era lines) names the glibc function that
@@ -130,6 +137,7 @@ def test_host_only_rows_are_never_counted(all_sweep) -> None:
     assert not host_only & {j.binary.name for j in perf.perf_jobs(sweep, sve=True, host=True) if j.binary.build == "vla"}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 host rows")
 def test_x86_host_copies_verified(tmp_path) -> None:
     """The x86-64 counterparts, built for this host through the workflow, copy exactly with

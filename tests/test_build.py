@@ -13,7 +13,6 @@ from analysis.stages import build
 from conftest import REPO, snakemake
 
 TEMPLATE = REPO / "kernels" / "template"
-CLANG = pytest.mark.skipif(shutil.which("clang-14") is None, reason="clang-14 not installed (./harness setup --with-clang)")
 
 
 def own_tree(root: Path, cflags: str = "") -> Path:
@@ -41,7 +40,8 @@ def make(root: Path, targets: list[Path], dry: bool = False):
     return snakemake(root / "sweep.yaml", root / "build", root / "results", [str(t) for t in targets], ["-n"] if dry else [])
 
 
-@pytest.mark.parametrize("compiler", ["gcc", pytest.param("clang", marks=CLANG)])
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["gcc", pytest.param("clang", marks=pytest.mark.needs_clang)])
 def test_a_new_flag_in_the_kernel_table_rebuilds_the_object(tmp_path: Path, compiler: str) -> None:
     root = own_tree(tmp_path / "own")
     objs = [root / "build" / compiler / b / "obj" / "scale-acle.o" for b in ("vla", "vls256")]
@@ -60,6 +60,7 @@ def test_a_new_flag_in_the_kernel_table_rebuilds_the_object(tmp_path: Path, comp
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_a_kernel_without_markers_is_refused_at_link(tmp_path: Path) -> None:
     root = own_tree(tmp_path / "own")
     src = root / "my_kernel.c"
@@ -92,6 +93,7 @@ def test_the_link_rules_check_names_the_markers_never_called(tmp_path: Path, cal
     assert (proc.returncode, proc.stderr.strip() or None) == (0 if want is None else 1, want)
 
 
+@pytest.mark.slow
 def test_two_sweeps_with_other_build_groups_do_not_rebuild_each_others_objects(tmp_path: Path) -> None:
     """Every config shares build/. A job whose outputs or recorded inputs depend on the sweep (one
     job building all of a sweep's builds of a source did) makes a sweep run after another (the
@@ -110,6 +112,7 @@ def test_two_sweeps_with_other_build_groups_do_not_rebuild_each_others_objects(t
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_a_plugin_is_rebuilt_when_its_flags_change(tmp_path: Path) -> None:
     """The plugins' command (PLUGIN_FLAGS, the VL rule of analysis/core/config.py) was a param
     computed from the output path, which Snakemake does not record: a changed flag left the old
@@ -139,6 +142,7 @@ def test_a_plugin_is_rebuilt_when_its_flags_change(tmp_path: Path) -> None:
     assert "Nothing to be done" in dry.stdout + dry.stderr
 
 
+@pytest.mark.slow
 def test_the_reported_commands_are_the_commands_the_jobs_run(tmp_path: Path) -> None:
     """Provenance and `explain` show build.binary_commands; the jobs run their command files.
     A dry run writes the command files of every job a binary needs: each reported line is one."""

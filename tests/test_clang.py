@@ -1,7 +1,6 @@
 """clang is selectable: the same kernels build with clang-14 and compute the same results."""
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
@@ -14,7 +13,8 @@ CELLS = [("copy", "c_vec", 100003, ()), ("copy", "acle_4v", 100003, ()),
          ("pack", "acle", 4000, (("dir", "pack"), ("dtype", "float"), ("blocklen", 1), ("stride", 2)))]
 
 
-@pytest.mark.skipif(shutil.which("clang-14") is None, reason="clang-14 not installed (./harness setup --with-clang)")
+@pytest.mark.slow
+@pytest.mark.needs_clang
 def test_clang_builds_run_and_match_gcc(binaries, all_sweep) -> None:
     bd = all_sweep.build_dir
     targets = [str(build.binary_path(bd, "clang", b, "qemu", f"{k}-{v}")) for k, v, _, _ in CELLS for b in ("vla", "vls512")]

@@ -84,6 +84,7 @@ def closed_form_misses(table: config.KernelTable, row: config.KernelRow, binary:
     return misses
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", LOOP_ROWS)
 def test_closed_form_roi_counts(binaries, plugin_dir, all_sweep, name: str) -> None:
     """Every row declaring `expect: loop` in the kernel table, at all 16 VLs: the loop runs
@@ -101,6 +102,7 @@ def test_the_table_declares_the_acle_loops() -> None:
                               "memcpy-sve_nt", "memcpy-sve_prefetch"}
 
 
+@pytest.mark.slow
 def test_a_wrong_closed_form_fails(binaries, plugin_dir, all_sweep) -> None:
     """The check can fail: copy acle_4v's loop declared with the wrong rounding or width."""
     row = all_sweep.table.row("copy", "acle_4v")
@@ -108,6 +110,7 @@ def test_a_wrong_closed_form_fails(binaries, plugin_dir, all_sweep) -> None:
         assert closed_form_misses(all_sweep.table, row, binaries("copy", "acle_4v"), plugin_dir, wrong), wrong
 
 
+@pytest.mark.slow
 def test_count_command_prints_the_cell(binaries, plugin_dir, all_sweep, tmp_path) -> None:
     """./harness count end to end, on the session's build tree (nothing to rebuild): the ROI net
     counts by class of one cell, equal to the runs' difference, and the QEMU command."""
@@ -134,6 +137,7 @@ def test_count_command_prints_the_cell(binaries, plugin_dir, all_sweep, tmp_path
     assert roi[4100]["total"] - roi[0]["total"] == roi_n["total"] - roi_0["total"]
 
 
+@pytest.mark.slow
 def test_four_vector_copy_scales_16x(binaries, plugin_dir) -> None:
     b = binaries("copy", "acle_4v")
     net = {}
@@ -151,6 +155,7 @@ def _classifier(tmp: Path) -> Path:
     return tool
 
 
+@pytest.mark.slow
 def test_class_table_agrees_with_objdump_on_executed_encodings(binaries, plugin_dir, all_sweep, tmp_path) -> None:
     """Every distinct encoding executed in any kernel's ROI is classified as objdump's mnemonic says."""
     words: set[int] = set()
@@ -171,6 +176,7 @@ def test_class_table_agrees_with_objdump_on_executed_encodings(binaries, plugin_
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.slow
 def test_declared_roi_behaviour(binaries, plugin_dir, all_sweep) -> None:
     """`expect: sve_in_roi` and `lacks_class` from the kernel table, on the net ROI counts."""
     for row in all_sweep.table.rows:
@@ -188,6 +194,7 @@ def test_declared_roi_behaviour(binaries, plugin_dir, all_sweep) -> None:
             assert roi_n["classes"][cls] == 0, (row.name, cls)
 
 
+@pytest.mark.slow
 def test_same_cell_twice_and_in_another_environment(binaries, plugin_dir, monkeypatch, tmp_path) -> None:
     """Whole-program counts are identical across runs and across the caller's environment."""
     b = binaries("copy", "c_vec")
@@ -204,6 +211,7 @@ def test_same_cell_twice_and_in_another_environment(binaries, plugin_dir, monkey
         assert first[part] == second[part] == third[part], part
 
 
+@pytest.mark.slow
 def test_a_cell_counts_the_same_alone_and_in_a_batch(binaries, plugin_dir, all_sweep) -> None:
     """A count job runs its cells in one QEMU process (the binary's --batch mode): each cell's
     record, every client and the whole-program part included, is the one it gets alone (a
@@ -230,6 +238,7 @@ def test_a_cell_counts_the_same_alone_and_in_a_batch(binaries, plugin_dir, all_s
     assert not differ, "\n".join(differ)
 
 
+@pytest.mark.slow
 def test_a_record_carries_its_own_command_not_its_batch(binaries, plugin_dir) -> None:
     """A record's command is its cell's alone (a batch of one). The batch's command in every
     record made a raw file grow with the square of its runs: 300 MB for a 2,048-run job of the
@@ -241,6 +250,7 @@ def test_a_record_carries_its_own_command_not_its_batch(binaries, plugin_dir) ->
         assert words[words.index("--batch"):] == rec["argv"][1:] == qemu.batch_argv([run]), words
 
 
+@pytest.mark.slow
 def test_the_replay_line_reproduces_the_cell(binaries, plugin_dir, tmp_path) -> None:
     """provenance.csv's run_command (a record's command_line), run in a shell, counts the cell
     exactly as the sweep did: every client's file, whole-program counts included."""
@@ -263,6 +273,7 @@ def test_the_replay_line_reproduces_the_cell(binaries, plugin_dir, tmp_path) -> 
     assert stage.startswith("/tmp/sve-count-") and not Path(stage).exists(), stage
 
 
+@pytest.mark.slow
 def test_a_failing_run_of_a_batch_is_named(binaries, plugin_dir) -> None:
     """The batch stops at the first run that fails; the error names that run, not the first."""
     from analysis.backends import RunError, qemu
@@ -272,6 +283,7 @@ def test_a_failing_run_of_a_batch_is_named(binaries, plugin_dir) -> None:
         qemu.run_batch(binaries("copy", "acle_4v"), "max", runs, plugin_dir)
 
 
+@pytest.mark.slow
 def test_cpu_model_a64fx_picks_glibc_a64fx_memcpy(binaries, plugin_dir) -> None:
     """The CPU model is a dimension: under -cpu a64fx glibc's ifunc picks __memcpy_a64fx."""
     b = binaries("copy", "glibc_memcpy")
@@ -281,6 +293,7 @@ def test_cpu_model_a64fx_picks_glibc_a64fx_memcpy(binaries, plugin_dir) -> None:
 
 
 # The names ArmIE versions give the opcodes client's encodings file (shared/reference/armie.md).
+@pytest.mark.slow
 @pytest.mark.parametrize("undecoded", ["undecoded.txt", "undecoded.copy-acle_4v.4242.log"])
 def test_armie_backend_plumbing_with_a_fake_armie(binaries, monkeypatch, tmp_path, undecoded: str) -> None:
     """SYNTHETIC: a stand-in `armie` script (QEMU underneath, ArmIE's output formats on top)

@@ -19,7 +19,6 @@ from conftest import PY, REPO, run_cell
 FIXTURES = REPO / "tests" / "fixtures" / "gem5"
 _found = gem5.find_gem5(config.load(REPO / "configs" / "default.yaml"))
 GEM5 = str(_found) if _found else None
-needs_gem5 = pytest.mark.skipif(GEM5 is None, reason=f"gem5 not found: {gem5.ENABLE}, to run the cycle tests")
 
 
 def fixtures() -> list[Path]:
@@ -68,6 +67,7 @@ def test_absent_miss_count_is_zero_only_beside_its_access_count() -> None:
         gem5.parse_stats(no_access, "cell")
 
 
+@pytest.mark.slow
 def test_without_gem5_the_cycle_sweep_is_skipped_in_one_line(tmp_path: Path) -> None:
     # An empty cache: the gem5 that `setup --with-gem5` may have built is not there.
     env = {**{k: v for k, v in os.environ.items() if k != "GEM5"}, "HARNESS_CACHE": str(tmp_path / "cache")}
@@ -80,7 +80,8 @@ def test_without_gem5_the_cycle_sweep_is_skipped_in_one_line(tmp_path: Path) -> 
     assert "simulate_gem5" not in proc.stdout
 
 
-@needs_gem5
+@pytest.mark.slow
+@pytest.mark.needs_gem5
 def test_gem5_roi_instructions_match_qemu(binaries, plugin_dir, tmp_path: Path) -> None:
     """A real gem5 run (small size: this checks agreement, not the paper's cache regime)."""
     run = Run(512, 65536, "-", "uint8", ())

@@ -231,8 +231,7 @@ def test_with_mpi_enables_arm64_then_simulates_and_refuses(shims, tmp_path):
     assert _real_installs(calls) == []
 
 
-@pytest.mark.skipif(not Path("/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h").exists(),
-                    reason="arm64 Open MPI not installed here (./harness setup --with-mpi)")
+@pytest.mark.needs_mpi
 @needs_install
 def test_check_with_mpi_passes_after_installation():
     proc = subprocess.run(["bash", str(INSTALL), "--check", "--with-mpi"], capture_output=True, text=True, timeout=60)
@@ -380,6 +379,7 @@ def test_check_passes_for_a_clone_path_with_a_space(tmp_path: Path, folder: str)
     assert not list(tmp_path.rglob("PWNED")) and not (ROOT / "PWNED").exists()
 
 
+@pytest.mark.slow
 @needs_install
 def test_a_deleted_package_is_named_by_check_and_reinstalled_by_setup(tmp_path: Path):
     """pandas deleted from the venv (its metadata left): --check said all present, setup's no-op

@@ -59,6 +59,7 @@ def good(work: Path) -> tuple[Path, dict[str, bytes]]:
     return results, snapshot_bytes(results)
 
 
+@pytest.mark.slow
 def test_failed_sweeps_keep_the_last_good_set_whole(work: Path, good: tuple[Path, dict[str, bytes]]) -> None:
     """Before the fix a failed collect deleted counts.csv, provenance.csv, summary.md and the
     figures while the message said they were moved, and each later failure replaced `stale/`."""
@@ -83,6 +84,7 @@ def test_failed_sweeps_keep_the_last_good_set_whole(work: Path, good: tuple[Path
     assert not (results / keep.KEPT).exists(), "a complete run supersedes the kept set"
 
 
+@pytest.mark.slow
 def test_an_edited_or_truncated_table_is_refused_then_rebuilt(work: Path, good: tuple[Path, dict[str, bytes]]) -> None:
     """Before the fix an edited counts.csv was re-plotted (rc 0), a truncated one reported (rc 0)
     and explained with a traceback."""
@@ -110,6 +112,7 @@ def test_an_edited_or_truncated_table_is_refused_then_rebuilt(work: Path, good: 
     assert len(aside) == 1 and aside[0].read_text() != text  # the user's edit is kept aside, not lost
 
 
+@pytest.mark.slow
 def test_a_missing_raw_file_or_folder_is_counted_again(work: Path, good: tuple[Path, dict[str, bytes]]) -> None:
     """Before the fix Snakemake said "Nothing to be done" while counts.csv existed."""
     results, before = good
@@ -153,6 +156,7 @@ def test_a_dead_holders_results_lock_is_taken_over_with_one_line(tmp_path: Path)
     assert keep.ResultsLock(tmp_path).acquire("again") is None  # released cleanly: nothing to take over
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_end_the_jobs_and_release_everything(tmp_path: Path, signum: int) -> None:
     """Before the fix: no message, no stale move, the lock and the staging folder stayed."""
@@ -175,6 +179,7 @@ def test_sigterm_and_sighup_end_the_jobs_and_release_everything(tmp_path: Path, 
     assert len(kept) == 1 and kept[0].read_text() == "previous\n"
 
 
+@pytest.mark.slow
 def test_a_killed_command_takes_its_snakemake_down(tmp_path: Path) -> None:
     """SIGKILL runs no handler: the kernel hands Snakemake a SIGINT, so it starts no new job,
     and exits when its running one ends (here at its time limit), releasing its lock."""
@@ -253,6 +258,7 @@ def test_regress_holds_its_results_folder_lock(tmp_path: Path) -> None:
         lock.release()
 
 
+@pytest.mark.slow
 def test_snakemake_stops_even_when_the_command_was_started_with_sigint_ignored(tmp_path: Path) -> None:
     """Found in review: `nohup ./harness sweep &` starts with SIGINT ignored, which Snakemake
     inherited, so the SIGINT it was handed did nothing (it ran on to the grace period's end)."""

@@ -64,21 +64,25 @@ def checksums(binaries, all_sweep) -> dict:
     return sums
 
 
+@pytest.mark.slow
 def test_every_kernel_passes_its_self_check(checksums) -> None:
     assert checksums  # the fixture asserts every run exited 0 with its ok line
 
 
+@pytest.mark.slow
 def test_output_identical_across_vls_builds_and_variants(checksums) -> None:
     for cell, by_run in checksums.items():
         assert len(set(by_run.values())) == 1, f"{cell}: {by_run}"
 
 
+@pytest.mark.slow
 def test_vls_binary_refuses_other_vl(binaries) -> None:
     proc = run_plain(binaries("copy", "acle_4v", "vls512"), 256, 4096)
     assert proc.returncode == 3
     assert "512" in proc.stderr and "256" in proc.stderr
 
 
+@pytest.mark.slow
 def test_vl_mismatch_is_detected(binaries) -> None:
     """Ask for 1024 bits but give QEMU 256: the kernel reads rdvl and refuses."""
     b = binaries("copy", "acle_4v")
@@ -88,6 +92,7 @@ def test_vl_mismatch_is_detected(binaries) -> None:
     assert "VL mismatch" in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, needle", [
     (["0512"], "usage"),
     (["0512", "-00000000001"], "size"),
@@ -125,6 +130,7 @@ def _alloc_bytes(path: Path) -> dict[str, bytes]:
         return out
 
 
+@pytest.mark.slow
 def test_kernel_code_identical_across_marker_objects(binaries, all_sweep) -> None:
     for row in all_sweep.table.rows:
         for build_name in OTHER_MARKER_BUILDS:
@@ -142,6 +148,7 @@ def _mnemonics(text: str) -> set[str]:
     return {m.group(1) for m in re.finditer(r"^\s+[0-9a-f]+:\s+(\S+)", text, re.M)}
 
 
+@pytest.mark.slow
 def test_declared_codegen(binaries, all_sweep) -> None:
     """The kernel table's `expect: has/lacks` facts hold for the kernel objects."""
     checked = 0
@@ -158,6 +165,7 @@ def test_declared_codegen(binaries, all_sweep) -> None:
     assert checked >= 4
 
 
+@pytest.mark.slow
 def test_block_baseline_has_no_gather_or_scatter(binaries, all_sweep) -> None:
     for kernel in ("pack", "unpack"):
         text = _disassembly(all_sweep.build_dir / "gcc" / "vla" / "obj" / f"{kernel}-blocks_call.o")
@@ -165,6 +173,7 @@ def test_block_baseline_has_no_gather_or_scatter(binaries, all_sweep) -> None:
         assert "bl\t" in text  # a real call per block
 
 
+@pytest.mark.slow
 def test_inlined_block_loop_is_vectorized_into_gathers(binaries, all_sweep) -> None:
     pack = _disassembly(all_sweep.build_dir / "gcc" / "vla" / "obj" / "pack-blocks_autovec.o")
     unpack = _disassembly(all_sweep.build_dir / "gcc" / "vla" / "obj" / "unpack-blocks_autovec.o")
@@ -210,6 +219,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", sorted(WHERE))
 @pytest.mark.parametrize("case", sorted(BROKEN))
 def test_a_kernel_wrong_in_one_element_fails_its_check(binaries, all_sweep, tmp_path: Path, case: str, where: str) -> None:
@@ -237,6 +247,7 @@ def test_a_kernel_wrong_in_one_element_fails_its_check(binaries, all_sweep, tmp_
         assert f"{expected}:" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_references_never_use_sve(binaries, all_sweep) -> None:
     """The drivers' references (pack/unpack block copy, reduction macros) may use Advanced SIMD
     but no SVE instruction: they must not share the code under test's vector unit or the

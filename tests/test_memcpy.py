@@ -5,7 +5,6 @@ and has an exact count."""
 from __future__ import annotations
 
 import math
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -65,6 +64,7 @@ def test_perf_builds_leave_out_variant_rows() -> None:
     assert not names & {"pack-blocks_generic", "unpack-blocks_generic", "copy-memcpy_a64fx"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel, variant, size, params", [
     ("copy", "memcpy_a64fx", 100003, ()),
     ("copy", "memcpy_a64fx", 1 << 20, ()),
@@ -86,6 +86,7 @@ def _roi(rec: dict) -> int:
     return rec["inscount"]["roi"]["total"]
 
 
+@pytest.mark.slow
 def test_a64fx_memcpy_closed_form_at_every_vl(binaries, plugin_dir) -> None:
     """__memcpy_a64fx's loop (objdump: 20 instructions, 8 vectors per iteration) runs
     ceil(n / (8 x VL bytes)) - 2 times on 1 MiB (its tail code copies the last two blocks),
@@ -106,6 +107,7 @@ def test_a64fx_memcpy_closed_form_at_every_vl(binaries, plugin_dir) -> None:
     assert again["inscount"] == run_cell(b, plugin_dir, 384, n)["inscount"]  # identical over two runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["pack", "unpack"])
 def test_generic_per_block_closed_form_and_flat(binaries, plugin_dir, kernel: str) -> None:
     """Per block: the block loop's body (objdump), copy_block's one tail branch and a fixed
@@ -129,7 +131,7 @@ def test_generic_per_block_closed_form_and_flat(binaries, plugin_dir, kernel: st
     assert _roi(again) - _roi(run_cell(b, plugin_dir, 384, 0, params, dtype="float")) == counts[384]
 
 
-@pytest.mark.skipif(shutil.which("clang-14") is None, reason="clang-14 not installed (./harness setup --with-clang)")
+@pytest.mark.needs_clang
 def test_clang_links_the_libc_gcc_links() -> None:
     """The gcc vs clang pair must differ in the compiler only: clang takes the cross libc
     (whose memcpy variants the lines call), not the multiarch arm64 one --with-mpi installs."""

@@ -22,9 +22,6 @@ from conftest import REPO, snakemake
 from disasm import OBJDUMP, run
 
 MPI_SWEEP = REPO / "configs" / "mpi.yaml"
-needs_mpi = pytest.mark.skipif(
-    not mpi.installed(), reason="Debian's arm64 Open MPI is not installed (run ./harness setup --with-mpi)"
-)
 VECTOR = (("dtype", "float"), ("blocklen", 1), ("stride", 2))
 MAX_FLOAT = (("op", "max"), ("dtype", "float"), ("nan", 1))
 
@@ -68,7 +65,8 @@ def roi_net(binary: Path, plugin_dir: Path, vl: int, size: int, params: tuple, e
     return roi(size) - roi(0)
 
 
-@needs_mpi
+@pytest.mark.slow
+@pytest.mark.needs_mpi
 @pytest.mark.parametrize("kernel, params, size", [
     ("mpi_pack", VECTOR, 65536), ("mpi_unpack", VECTOR, 65536),
     ("mpi_pack", (("dtype", "double"), ("blocklen", 3), ("stride", 5)), 24000),
@@ -87,7 +85,8 @@ def test_every_mpi_program_verifies_at_two_vls(mpi_bin, mpi_sweep, kernel: str, 
     assert len(sums) >= 6 and len(set(sums.values())) == 1, sums
 
 
-@needs_mpi
+@pytest.mark.slow
+@pytest.mark.needs_mpi
 def test_mpi_program_fails_without_singleton_isolation(mpi_bin) -> None:
     """Without OMPI_MCA_ess_singleton_isolated=1 the singleton tries to exec orted and MPI_Init
     fails: the runner's environment for MPI rows is what makes them run."""
@@ -97,7 +96,8 @@ def test_mpi_program_fails_without_singleton_isolation(mpi_bin) -> None:
     assert "orted" in proc.stderr and "MPI_Init" in proc.stderr, proc.stderr[-2000:]
 
 
-@needs_mpi
+@pytest.mark.slow
+@pytest.mark.needs_mpi
 def test_user_pack_counts_exactly_the_count_sweeps_kernel(mpi_bin, binaries, plugin_dir, work: Path) -> None:
     """The user pack path is the count sweep's pack-acle object (same source and flags, same
     code) called in an MPI process: its ROI net count equals the Fig. 4 count exactly."""
@@ -112,7 +112,8 @@ def test_user_pack_counts_exactly_the_count_sweeps_kernel(mpi_bin, binaries, plu
         assert mpi_net == plain_net, (vl, mpi_net, plain_net)
 
 
-@needs_mpi
+@pytest.mark.slow
+@pytest.mark.needs_mpi
 def test_user_op_runs_the_count_sweeps_kernel_plus_a_constant_call(mpi_bin, binaries, plugin_dir) -> None:
     """MPI_Reduce_local with a count-sweep kernel as a user-defined op. In the ROI the kernel
     function executes exactly the instructions it executes in the count sweep, at every VL and
@@ -142,7 +143,8 @@ def test_user_op_runs_the_count_sweeps_kernel_plus_a_constant_call(mpi_bin, bina
     assert len(call) == 1 and 0 < next(iter(call)) < 200, call
 
 
-@needs_mpi
+@pytest.mark.slow
+@pytest.mark.needs_mpi
 def test_stock_library_is_flat_across_vl(mpi_bin, plugin_dir) -> None:
     """Open MPI 4.1 has no SVE: its MAX and its pack engine execute the same instructions at
     every VL (the paper's stock lines of Fig. 9 and 10 are flat)."""
@@ -151,7 +153,8 @@ def test_stock_library_is_flat_across_vl(mpi_bin, plugin_dir) -> None:
         assert abs(nets[128] / nets[2048] - 1) < 0.01, (kernel, nets)
 
 
-@needs_mpi
+@pytest.mark.slow
+@pytest.mark.needs_mpi
 def test_declared_roi_behaviour_of_mpi_rows(mpi_bin, mpi_sweep, plugin_dir) -> None:
     """The kernel table's `sve_in_roi` and `lacks_class` facts of the MPI rows on their ROI
     (library code included), and `has` on their kernel objects."""

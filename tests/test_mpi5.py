@@ -25,7 +25,6 @@ from disasm import OBJDUMP, run
 
 MPI_SWEEP = REPO / "configs" / "mpi.yaml"
 OMPI5 = mpi.library("ompi5")
-needs_ompi5 = pytest.mark.skipif(not OMPI5.installed(), reason=f"Open MPI 5 is not built (run {OMPI5.fix})")
 KERNEL = "mpi5_reduce"
 MAX_FLOAT = (("op", "max"), ("dtype", "float"), ("nan", 0))  # and no signed zeros: -DREDUCE_IEEE_FILLS
 SIZE = 65536  # bytes of each array: 16384 floats
@@ -88,7 +87,8 @@ def roi_ops(rec: dict) -> Counter[str]:
     return Counter({text[int(e["encoding"], 16)]: e["count"] for e in rec["opcodes"]["roi"]})
 
 
-@needs_ompi5
+@pytest.mark.slow
+@pytest.mark.needs_ompi5
 def test_each_line_verifies_its_output_at_every_vl(mpi5_bin, sweep, rows) -> None:
     """Stock, NEON and SVE check MPI_Reduce_local's result against the scalar reference at every
     VL of the sweep, and all produce the same bytes; the NEON line's binary is told VL 0."""
@@ -123,7 +123,8 @@ def records(mpi5_bin, sweep, rows, plugin_dir_mpi5) -> dict[tuple[str, int, int]
     return out
 
 
-@needs_ompi5
+@pytest.mark.slow
+@pytest.mark.needs_ompi5
 def test_the_op_rows_run_the_implementation_they_declare(records, rows) -> None:
     """From the ROI's opcodes: SVE whilelo/fmax on z registers when the component is on, AdvSIMD
     fmax v.4s on a CPU without SVE, neither with the component excluded (the kernel table's
@@ -144,7 +145,8 @@ def test_the_op_rows_run_the_implementation_they_declare(records, rows) -> None:
     assert dict(by["stock"].env) == {"OMPI_MCA_op": "^aarch64"} and not by["sve"].env and not by["neon"].env
 
 
-@needs_ompi5
+@pytest.mark.slow
+@pytest.mark.needs_ompi5
 def test_counts_repeat_and_follow_the_vector_length(records, mpi5_bin, sweep, rows, plugin_dir_mpi5) -> None:
     """ROI counts (total, classes, opcodes) are identical over two runs; stock and NEON do not
     depend on VL; the SVE line costs exactly 10 instructions per vector of data, so its loop is
@@ -167,7 +169,8 @@ def test_counts_repeat_and_follow_the_vector_length(records, mpi5_bin, sweep, ro
     assert net[("neon", 128)] < net[("stock", 128)] < net[("sve", 128)] and net[("sve", 2048)] < net[("neon", 128)], net
 
 
-@needs_ompi5
+@pytest.mark.slow
+@pytest.mark.needs_ompi5
 def test_one_library_and_no_sve_of_our_own_in_the_neon_binary(mpi5_bin, sweep) -> None:
     """All three lines load the same libmpi (RUNPATH to the Open MPI 5 build; Open MPI 5 links its
     components into it, both halves of the op component included); the NEON line's own code
@@ -321,6 +324,7 @@ kernels:
 """
 
 
+@pytest.mark.slow
 def test_a_row_without_sve_runs_through_the_workflow(tmp_path: Path) -> None:
     """Built as `nosve` (-march=armv8-a: no SVE instruction in the binary), run under
     -cpu max,sve=off with VL argument 0, listed at every swept VL with identical counts."""

@@ -58,6 +58,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_own_kernel_counts_match_the_closed_form(swept: Path) -> None:
     counts = table.read_counts(swept / "results" / "counts.csv")
     net = counts[(counts["kernel"] == "scale") & (counts["metric"] == "roi_net.total") & counts["size"].isin(SIZES)]
@@ -69,6 +70,7 @@ def test_own_kernel_counts_match_the_closed_form(swept: Path) -> None:
     assert (swept / "results" / "figures" / "scale.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_own_kernel_regresses_and_explains(swept: Path) -> None:
     cfg = str(swept / "sweep.yaml")
     proc = harness("bless", "--config", cfg)
@@ -83,6 +85,7 @@ def test_own_kernel_regresses_and_explains(swept: Path) -> None:
     assert "declared in the kernel table: ceil(size / (1 x 48 bytes)) = 1366 iterations" in proc.stdout
 
 
+@pytest.mark.slow
 def test_the_readme_s_own_kernel_steps_work_as_written(tmp_path: Path) -> None:
     """README "Your own kernel", step by step, with the template's own files copied elsewhere:
     sweep, bless, regress, each with `--config` of the copied sweep file (only the build folder
@@ -108,6 +111,7 @@ def test_the_readme_s_own_kernel_steps_work_as_written(tmp_path: Path) -> None:
     assert (sve / "results" / "my_kernels" / "counts.csv").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit, needles", [
     (("a * x[i];", "a * x[i]"), ["kernel scale-acle does not compile", "error:"]),
     (("    roi_begin();\n", ""), ["kernel scale-acle: never calls roi_begin()"]),

@@ -124,6 +124,7 @@ def test_no_traffic_declared_no_bandwidth_row() -> None:
     assert P.BANDWIDTH not in metrics and P.TIME in metrics
 
 
+@pytest.mark.slow
 def test_plots_from_the_synthetic_a64fx_table(tmp_path: Path) -> None:
     """Fig. 11 (one panel per VL) and Fig. 12 (VL 512) from a SYNTHETIC A64FX-like table."""
     import matplotlib.pyplot as plt
@@ -226,6 +227,7 @@ def _qemu(exe: Path, cpu: str, vl: int, env: dict[str, str] | None = None) -> su
                            str(exe), str(vl), "4096"], capture_output=True, text=True, cwd=exe.parent)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vl", [128, 256, 2048])
 def test_native_build_sets_the_vl_with_prctl(sve_native: Path, vl: int) -> None:
     proc = _qemu(sve_native, "max", vl)
@@ -233,6 +235,7 @@ def test_native_build_sets_the_vl_with_prctl(sve_native: Path, vl: int) -> None:
     assert proc.stdout.startswith(f"ok vl={vl} size=4096 ")
 
 
+@pytest.mark.slow
 def test_native_build_reports_the_vl_granted(sve_native: Path) -> None:
     """A64FX offers 128/256/512: asking 384 is rounded down to 256, and the run fails with both."""
     proc = _qemu(sve_native, "a64fx", 384)
@@ -240,6 +243,7 @@ def test_native_build_reports_the_vl_granted(sve_native: Path) -> None:
     assert "asked 384 bits, running at 256 bits" in proc.stderr
 
 
+@pytest.mark.slow
 def test_native_build_repeats_the_call(sve_native: Path, tmp_path: Path) -> None:
     times = tmp_path / "t.txt"
     proc = _qemu(sve_native, "a64fx", 512, {"SVE_HARNESS_CALLS": "3", "SVE_HARNESS_WARMUP": "2",
@@ -269,6 +273,8 @@ def host_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
+@pytest.mark.slow
+@pytest.mark.needs_perf
 def test_host_baselines_end_to_end(host_run: Path) -> None:
     status = _host_status()
     res = host_run / "results"
@@ -297,6 +303,8 @@ def test_host_baselines_end_to_end(host_run: Path) -> None:
     assert raw["meta"]["flush_bytes"] == 1048576 and raw["meta"]["traffic"] == {"read": 2, "write": 1}
 
 
+@pytest.mark.slow
+@pytest.mark.needs_perf
 def test_counters_are_scoped_to_the_roi(host_run: Path) -> None:
     """task-clock with --control counts the copy only; without it, the whole process (allocation,
     fill, verification of 4 MiB) counts several times more."""
@@ -311,6 +319,8 @@ def test_counters_are_scoped_to_the_roi(host_run: Path) -> None:
     assert 0 < roi_ms < 0.5 * whole_ms, (roi_ms, whole_ms)
 
 
+@pytest.mark.slow
+@pytest.mark.needs_perf
 def test_slurm_profile_gives_measurements_a_whole_node(tmp_path: Path) -> None:
     """The A64FX executor profile (laid over the generic one) parses with the pinned plugin and
     sizes the measure jobs (dry run: nothing is submitted)."""

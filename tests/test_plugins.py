@@ -63,7 +63,7 @@ def run(cmd, **kw):
 # builds
 
 @pytest.fixture(scope="session")
-def build(tmp_path_factory):
+def plugin_build(tmp_path_factory):
     """The plugins, built with the shipped command (analysis/stages/build.py), and
     the host driver of their shared decoder."""
     d = tmp_path_factory.mktemp("plugins")
@@ -89,10 +89,10 @@ def test_source_headers_state_the_shipped_build():
             assert named == shipped, (src.name, named, shipped)
 
 
-def decode(build, words, vl=512):
+def decode(plugin_build, words, vl=512):
     """The shared decoder's answer per word: (class, sve, accesses) where
     accesses is "memclass:bytes ..." or "-" (tests/decode_driver.c)."""
-    r = run([str(build / "decode_driver"), str(vl)],
+    r = run([str(plugin_build / "decode_driver"), str(vl)],
             input="\n".join(f"{w:08x}" for w in words))
     assert r.returncode == 0, r.stderr
     res = []
@@ -297,7 +297,7 @@ def qemu(exe, args, plugins, vl=512, check=True):
     return r
 
 
-def run_clients(build, exe, args, tmp, vl=512, clients=("inscount",), tag=""):
+def run_clients(plugin_build, exe, args, tmp, vl=512, clients=("inscount",), tag=""):
     plugins, outs = [], {}
     for c in clients:
         out = tmp / f"{c}{tag}-{vl}.json"
@@ -306,7 +306,7 @@ def run_clients(build, exe, args, tmp, vl=512, clients=("inscount",), tag=""):
             kv["vl"] = vl
         if c == "opcodes":
             kv["whole"] = "on"
-        plugins.append((build / f"lib{c}.so", kv))
+        plugins.append((plugin_build / f"lib{c}.so", kv))
         outs[c] = out
     qemu(exe, args, plugins, vl=vl)
     res = {}
@@ -322,8 +322,8 @@ def run_clients(build, exe, args, tmp, vl=512, clients=("inscount",), tag=""):
 # --------------------------------------------------------------------------
 # objdump oracle for the class table
 
-def classify(build, words):
-    return [(cls, sve) for cls, sve, _ in decode(build, words)]
+def classify(plugin_build, words):
+    return [(cls, sve) for cls, sve, _ in decode(plugin_build, words)]
 
 
 # one line per class member: assembly, expected class (also checks the
@@ -597,12 +597,13 @@ def parse_table(text):
     return rows
 
 
-def test_representatives(build, tmp_path):
+@pytest.mark.slow
+def test_representatives(plugin_build, tmp_path):
     rows = parse_table(REPRESENTATIVES)
     assert {w for _, w in rows} == set(CLASSES), "every class represented"
     words = assemble([a for a, _ in rows], tmp_path, "reps")
     dis = objdump_words(words, tmp_path)
-    got = classify(build, words)
+    got = classify(plugin_build, words)
     bad = []
     for (asm, want), w, (_, mnem, ops), (cls, _) in zip(rows, words, dis, got):
         oracle = expected_class(w, mnem, ops)
@@ -611,9 +612,9 @@ def test_representatives(build, tmp_path):
     assert not bad, "\n".join(bad)
 
 
-def check_words(build, words, tmp_path):
+def check_words(plugin_build, words, tmp_path):
     dis = objdump_words(words, tmp_path)
-    got = classify(build, words)
+    got = classify(plugin_build, words)
     bad, checked = [], 0
     for w, (_, mnem, ops), (cls, sve) in zip(words, dis, got):
         assert sve == ((w & 0x1e000000) == 0x04000000)
@@ -627,7 +628,8 @@ def check_words(build, words, tmp_path):
     return checked, bad
 
 
-def test_random_sve_words(build, tmp_path):
+@pytest.mark.slow
+def test_random_sve_words(plugin_build, tmp_path):
     """Random SVE encodings, stratified over the decode fields
     (bits 31:29, 24:21, 15:10 exhaustively, the others random)."""
     rng = random.Random(1234)
@@ -640,15 +642,16 @@ def test_random_sve_words(build, tmp_path):
                     w = (w & ~0xFFE0FC00) | top << 29 | 0x2 << 25 | mid << 21 | op3 << 10
                     words.append(w)
     words += [(rng.getrandbits(32) & ~0x1E000000) | 0x04000000 for _ in range(100000)]
-    checked, bad = check_words(build, words, tmp_path)
+    checked, bad = check_words(plugin_build, words, tmp_path)
     assert checked > 60000
     assert not bad, f"{len(bad)} of {checked} disagree:\n" + "\n".join(bad[:40])
 
 
-def test_random_a64_words(build, tmp_path):
+@pytest.mark.slow
+def test_random_a64_words(plugin_build, tmp_path):
     rng = random.Random(99)
     words = [rng.getrandbits(32) for _ in range(100000)]
-    checked, bad = check_words(build, words, tmp_path)
+    checked, bad = check_words(plugin_build, words, tmp_path)
     assert checked > 30000
     assert not bad, f"{len(bad)} of {checked} disagree:\n" + "\n".join(bad[:40])
 
@@ -679,7 +682,8 @@ def disagreements(rows):
     return bad
 
 
-def test_clients_agree_on_random_words(build):
+@pytest.mark.slow
+def test_clients_agree_on_random_words(plugin_build):
     """Both clients decode through one table: on 300,000 seeded random words
     (a third of them in the SVE load/store spaces) inscount's class and the
     memory client's accesses agree, at the smallest and largest VL."""
@@ -688,28 +692,30 @@ def test_clients_agree_on_random_words(build):
     words += [(rng.getrandbits(32) & ~0x7e000000) | 0x84000000 | rng.getrandbits(2) << 29
               for _ in range(100000)]
     for vl in (128, 2048):
-        rows = list(zip(words, decode(build, words, vl)))
+        rows = list(zip(words, decode(plugin_build, words, vl)))
         assert sum(cls.startswith("sve_") and acc != "-" for _, (cls, _, acc) in rows) > 50000
         bad = disagreements(rows)
         assert not bad, f"{len(bad)} of {len(words)} disagree:\n" + "\n".join(bad[:40])
 
 
-def test_memory_bytes_derivation(build, tmp_path):
+@pytest.mark.slow
+def test_memory_bytes_derivation(plugin_build, tmp_path):
     rows = parse_table(MEM_EXPECTED)
     words = assemble([a for a, _ in rows], tmp_path, "mem")
     bad = []
-    for (asm, want), (_, _, got) in zip(rows, decode(build, words)):
+    for (asm, want), (_, _, got) in zip(rows, decode(plugin_build, words)):
         if got != want:
             bad.append(f"{asm}: got {got} expected {want}")
     assert not bad, "\n".join(bad)
 
 
-def test_memory_bytes_scale_with_vl(build, tmp_path):
+@pytest.mark.slow
+def test_memory_bytes_scale_with_vl(plugin_build, tmp_path):
     rows = parse_table(MEM_EXPECTED)
     words = assemble([a for a, _ in rows], tmp_path, "mem")
     outs = {}
     for vl in (128, 512, 2048):
-        outs[vl] = [acc for _, _, acc in decode(build, words, vl)]
+        outs[vl] = [acc for _, _, acc in decode(plugin_build, words, vl)]
     for i, (asm, want) in enumerate(rows):
         for vl in (128, 2048):
             for a, b in zip(outs[512][i].split(), outs[vl][i].split()):
@@ -765,14 +771,15 @@ def closed_form(exe):
 VLS = [128, 384, 512, 2048]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vl", VLS)
-def test_roi_closed_form(build, prog, tmp_path, vl):
+def test_roi_closed_form(plugin_build, prog, tmp_path, vl):
     n = 65536
     fixed, per_iter, kernel_fixed = closed_form(prog)
     iters = math.ceil(n / (vl // 8))
     want = fixed + per_iter * iters
-    a = run_clients(build, prog, ["sve", n], tmp_path, vl, ("inscount", "opcodes"))
-    b = run_clients(build, prog, ["sve", n], tmp_path, vl, ("inscount",), tag="b")
+    a = run_clients(plugin_build, prog, ["sve", n], tmp_path, vl, ("inscount", "opcodes"))
+    b = run_clients(plugin_build, prog, ["sve", n], tmp_path, vl, ("inscount",), tag="b")
     ins = a["inscount"]
     assert ins["markers"] == {"begin": 1, "end": 1, "balanced": True, "prep": 0}
     roi = ins["roi"]
@@ -804,27 +811,29 @@ def test_roi_closed_form(build, prog, tmp_path, vl):
     assert counts == sorted(counts, reverse=True)
 
 
-def test_two_sequential_rois_sum(build, prog, tmp_path):
-    one = run_clients(build, prog, ["sve", 65536], tmp_path)["inscount"]
-    two = run_clients(build, prog, ["twice", 65536], tmp_path, tag="2")["inscount"]
+@pytest.mark.slow
+def test_two_sequential_rois_sum(plugin_build, prog, tmp_path):
+    one = run_clients(plugin_build, prog, ["sve", 65536], tmp_path)["inscount"]
+    two = run_clients(plugin_build, prog, ["twice", 65536], tmp_path, tag="2")["inscount"]
     assert two["markers"] == {"begin": 2, "end": 2, "balanced": True, "prep": 0}
     assert two["roi"]["total"] == 2 * one["roi"]["total"]
     assert two["roi"]["classes"] == {k: 2 * v for k, v in one["roi"]["classes"].items()}
 
 
-def test_run_marks_split_the_counts_per_run(build, prog, tmp_path):
+@pytest.mark.slow
+def test_run_marks_split_the_counts_per_run(plugin_build, prog, tmp_path):
     """hint #0x42 (a batch's run mark): each client writes <out>.<run> for what the run
     executed between its marks, counters from zero; no <out> for the process."""
     n = 16384
     fixed, per_iter, _ = closed_form(prog)
-    one = run_clients(build, prog, ["sve", n], tmp_path, clients=CLIENTS)
+    one = run_clients(plugin_build, prog, ["sve", n], tmp_path, clients=CLIENTS)
     plugins, outs = [], {}
     for c in CLIENTS:
         out = tmp_path / f"{c}-runs.json"
         kv = {"out": out, "vl": "512:1024:512"} if c == "memory" else {"out": out}
         if c == "opcodes":
             kv["whole"] = "on"
-        plugins.append((build / f"lib{c}.so", kv))
+        plugins.append((plugin_build / f"lib{c}.so", kv))
         outs[c] = out
     qemu(prog, ["runs", n], plugins)
     runs = []
@@ -853,14 +862,15 @@ def test_run_marks_split_the_counts_per_run(build, prog, tmp_path):
     assert load[1]["bytes"] == 4 * load[0]["bytes"]
 
 
-def test_prep_markers_leave_the_whole_count(build, prog, tmp_path):
+@pytest.mark.slow
+def test_prep_markers_leave_the_whole_count(plugin_build, prog, tmp_path):
     """hint #0x43/#0x44 (a run's preparation): what executes between them is left out of the
     whole count, so a run that computes its preparation counts as one that copies it."""
     n = 16384
     plugins, outs = [], {}
     for c in ("inscount", "opcodes"):
         out = tmp_path / f"{c}-prep.json"
-        plugins.append((build / f"lib{c}.so", {"out": out, "whole": "on"} if c == "opcodes" else {"out": out}))
+        plugins.append((plugin_build / f"lib{c}.so", {"out": out, "whole": "on"} if c == "opcodes" else {"out": out}))
         outs[c] = out
     qemu(prog, ["prep", n], plugins)
     runs = [{c: json.loads(Path(f"{out}.{k}").read_text()) for c, out in outs.items()} for k in range(2)]
@@ -871,23 +881,26 @@ def test_prep_markers_leave_the_whole_count(build, prog, tmp_path):
     assert runs[1]["opcodes"] == runs[0]["opcodes"]
 
 
-def test_run_marks_need_a_vl_per_run(build, prog, tmp_path):
-    r = qemu(prog, ["runs", 4096], [(build / "libmemory.so", {"out": tmp_path / "m.json", "vl": "512:512"})],
+@pytest.mark.slow
+def test_run_marks_need_a_vl_per_run(plugin_build, prog, tmp_path):
+    r = qemu(prog, ["runs", 4096], [(plugin_build / "libmemory.so", {"out": tmp_path / "m.json", "vl": "512:512"})],
              check=False)
     assert r.returncode != 0
     assert "memory: run 2 of the batch has no vl= (2 given)" in r.stderr
 
 
-def test_small_roi(build, prog, tmp_path):
+@pytest.mark.slow
+def test_small_roi(plugin_build, prog, tmp_path):
     """n = 0: only the fixed part, the loop never runs."""
     fixed, _, _ = closed_form(prog)
-    res = run_clients(build, prog, ["sve", 0], tmp_path, tag="0")["inscount"]
+    res = run_clients(plugin_build, prog, ["sve", 0], tmp_path, tag="0")["inscount"]
     # n == 0 skips the loop and may take a shorter exit: at most fixed
     assert 0 < res["roi"]["total"] <= fixed
 
 
-def test_missing_markers(build, prog, tmp_path):
-    res = run_clients(build, prog, ["nomarkers", 65536], tmp_path,
+@pytest.mark.slow
+def test_missing_markers(plugin_build, prog, tmp_path):
+    res = run_clients(plugin_build, prog, ["nomarkers", 65536], tmp_path,
                       clients=CLIENTS)
     for c in CLIENTS:
         assert res[c]["markers"] == {"begin": 0, "end": 0, "balanced": False, "prep": 0}
@@ -896,8 +909,9 @@ def test_missing_markers(build, prog, tmp_path):
     assert res["inscount"]["whole"]["total"] > 0
 
 
-def test_unbalanced_markers(build, prog, tmp_path):
-    res = run_clients(build, prog, ["twobegin", 65536], tmp_path,
+@pytest.mark.slow
+def test_unbalanced_markers(plugin_build, prog, tmp_path):
+    res = run_clients(plugin_build, prog, ["twobegin", 65536], tmp_path,
                       clients=CLIENTS)
     for c in CLIENTS:
         assert res[c]["markers"] == {"begin": 2, "end": 1, "balanced": False, "prep": 0}
@@ -907,9 +921,10 @@ def test_unbalanced_markers(build, prog, tmp_path):
 # --------------------------------------------------------------------------
 # arguments
 
+@pytest.mark.slow
 @pytest.mark.parametrize("client", CLIENTS)
-def test_unknown_key_rejected(build, prog, tmp_path, client):
-    lib = build / f"lib{client}.so"
+def test_unknown_key_rejected(plugin_build, prog, tmp_path, client):
+    lib = plugin_build / f"lib{client}.so"
     kv = {"out": tmp_path / "x.json", "bogus": 1}
     if client == "memory":
         kv["vl"] = 512
@@ -919,20 +934,22 @@ def test_unknown_key_rejected(build, prog, tmp_path, client):
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("client", CLIENTS)
-def test_missing_out_rejected(build, prog, client):
+def test_missing_out_rejected(plugin_build, prog, client):
     kv = {"vl": 512} if client == "memory" else {}
-    r = qemu(prog, ["sve", 16], [(build / f"lib{client}.so", kv)], check=False)
+    r = qemu(prog, ["sve", 16], [(plugin_build / f"lib{client}.so", kv)], check=False)
     assert r.returncode != 0
     assert f"{client}: missing required argument out=<path>" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vl", ["", "100", "4096", "abc"])
-def test_memory_vl_required_and_checked(build, prog, tmp_path, vl):
+def test_memory_vl_required_and_checked(plugin_build, prog, tmp_path, vl):
     kv = {"out": tmp_path / "m.json"}
     if vl:
         kv["vl"] = vl
-    r = qemu(prog, ["sve", 16], [(build / "libmemory.so", kv)], check=False)
+    r = qemu(prog, ["sve", 16], [(plugin_build / "libmemory.so", kv)], check=False)
     assert r.returncode != 0
     assert "memory: " in r.stderr and "vl" in r.stderr
 
@@ -940,8 +957,9 @@ def test_memory_vl_required_and_checked(build, prog, tmp_path, vl):
 # --------------------------------------------------------------------------
 # memory client on real runs
 
-def test_memory_scalar_copy(build, prog, tmp_path):
-    res = run_clients(build, prog, ["scalar", 65536], tmp_path, 512,
+@pytest.mark.slow
+def test_memory_scalar_copy(plugin_build, prog, tmp_path):
+    res = run_clients(plugin_build, prog, ["scalar", 65536], tmp_path, 512,
                       ("memory",))["memory"]
     assert res["sve_bytes"] == "derived" and res["vl"] == 512
     cl = res["roi"]["classes"]
@@ -957,9 +975,10 @@ def test_memory_scalar_copy(build, prog, tmp_path):
     assert cl["scalar_load"]["insns"] == cl["scalar_store"]["insns"] == 8192
 
 
-def test_memory_loads_and_stores_apart(build, prog, tmp_path):
+@pytest.mark.slow
+def test_memory_loads_and_stores_apart(plugin_build, prog, tmp_path):
     """Unequal loads (8192) and stores (2048): the split is not symmetric."""
-    res = run_clients(build, prog, ["sumfill", 65536], tmp_path, 512,
+    res = run_clients(plugin_build, prog, ["sumfill", 65536], tmp_path, 512,
                       ("memory",))["memory"]
     cl = res["roi"]["classes"]
     assert cl["scalar_load"] == {"insns": 8192, "bytes": 65536}
@@ -967,9 +986,10 @@ def test_memory_loads_and_stores_apart(build, prog, tmp_path):
     assert res["roi"]["qemu_observed"] == {"loads": 8192, "stores": 2048, "other": 0}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vl", VLS)
-def test_memory_sve_copy(build, prog, tmp_path, vl):
-    res = run_clients(build, prog, ["sve", 65536], tmp_path, vl,
+def test_memory_sve_copy(plugin_build, prog, tmp_path, vl):
+    res = run_clients(plugin_build, prog, ["sve", 65536], tmp_path, vl,
                       ("memory",))["memory"]
     vlb = vl // 8
     iters = math.ceil(65536 / vlb)

@@ -42,6 +42,7 @@ def runs(vls: tuple[int, ...], params: tuple) -> list[config.Run]:
     return [config.Run(vl, n, "-", "-", params) for n in SIZES for vl in vls]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compiler", COMPILERS)
 def test_a_shared_preparation_counts_as_one_computed(built, all_sweep, plugin_dir, tmp_path, compiler) -> None:
     differ = []
@@ -60,6 +61,7 @@ def test_a_shared_preparation_counts_as_one_computed(built, all_sweep, plugin_di
     assert not differ, "\n".join(differ)
 
 
+@pytest.mark.slow
 def test_a_shared_preparation_is_read_not_computed(built, all_sweep, plugin_dir, tmp_path) -> None:
     """The reading process uses what it finds: an expected output of the right length but the
     wrong content makes the kernel's own check fail (and a file of another length is passed
@@ -112,6 +114,7 @@ SHARE_FUNCTIONS = {"share_file_name", "read_all", "write_all", "load_shared", "s
                    "harness_prep_end"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compiler", COMPILERS)
 def test_the_sharing_code_stays_out_of_the_counted_code_s_way(built, compiler) -> None:
     """whole.total counts every instruction outside the preparation markers. Added among the

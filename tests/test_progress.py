@@ -37,6 +37,7 @@ def on_terminal(work: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
             log.read_text() if log.exists() else "")
 
 
+@pytest.mark.slow
 def test_terminal_shows_the_progress_panel_not_the_job_record(on_terminal: tuple[Path, str, int, str]) -> None:
     results, screen, rc, log = on_terminal
     assert rc == 0, screen[-3000:]
@@ -50,6 +51,7 @@ def test_terminal_shows_the_progress_panel_not_the_job_record(on_terminal: tuple
     assert "steps (100%) done" in log
 
 
+@pytest.mark.slow
 def test_verbose_restores_snakemakes_record(work: Path, on_terminal: tuple[Path, str, int, str]) -> None:
     """A re-run with nothing to do: --verbose prints Snakemake's own lines, the default does not."""
     results = on_terminal[0]
@@ -61,6 +63,7 @@ def test_verbose_restores_snakemakes_record(work: Path, on_terminal: tuple[Path,
     assert "Nothing to be done" in loud.stdout + loud.stderr
 
 
+@pytest.mark.slow
 def test_a_failed_job_is_one_line_with_its_log_tail(tmp_path: Path) -> None:
     """The template kernel, broken so that it fails its own verification: one line names the
     rule, the cell and the log's last line and path; the log itself is not dumped."""
@@ -81,6 +84,7 @@ def test_a_failed_job_is_one_line_with_its_log_tail(tmp_path: Path) -> None:
     assert "[1/" not in out  # the log's progress lines stay in the log
 
 
+@pytest.mark.slow
 def test_a_target_after_the_double_dash_is_a_target_not_a_logger(tmp_path: Path) -> None:
     """`./harness sweep -- counts_all` (bench's Slurm part runs it so): Snakemake 9's --logger takes
     several names, and with the logger options before the target it read `counts_all` as a logger

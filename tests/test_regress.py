@@ -49,6 +49,7 @@ def harness(root: Path, action: str, env: dict | None = None) -> subprocess.Comp
                           cwd=root, capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow
 def test_unchanged_tree_passes_alike_in_two_environments(tree: Path) -> None:
     env = {**os.environ, "LANG": "C", "SOME_VARIABLE": "y" * 3000, "PATH": os.environ["PATH"] + ":/opt/nothing"}
     first = harness(tree, "regress")
@@ -61,6 +62,7 @@ def test_unchanged_tree_passes_alike_in_two_environments(tree: Path) -> None:
     assert drift1 == drift2
 
 
+@pytest.mark.slow
 def test_one_extra_instruction_in_a_loop_fails_naming_the_kernel(tree: Path, tmp_path: Path) -> None:
     changed = tmp_path / "changed"
     shutil.copytree(tree, changed, ignore=shutil.ignore_patterns("build", "regress_small"))

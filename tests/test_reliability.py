@@ -66,6 +66,7 @@ def reference(tiny_sweep: tuple[Path, subprocess.CompletedProcess]) -> Path:
     return tiny_sweep[0] / "counts.csv"
 
 
+@pytest.mark.slow
 def test_clone_path_with_space_and_dollar_and_results_dir_with_a_command(clone: Path, reference: Path) -> None:
     assert not list(clone.parent.parent.rglob("pwned")), "a path was run as a shell command"
     assert not (REPO / "pwned").exists()
@@ -150,6 +151,7 @@ def _copy_raw(reference: Path, tmp: Path) -> list[Path]:
     return sorted((tmp / "raw").rglob("*.json"))
 
 
+@pytest.mark.slow
 def test_collect_accepts_the_untouched_raw_files(reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     raw = _copy_raw(reference, tmp_path)
     rc, err = _collect(raw, tmp_path, capsys)
@@ -157,6 +159,7 @@ def test_collect_accepts_the_untouched_raw_files(reference: Path, tmp_path: Path
     assert (tmp_path / "counts.csv").read_bytes() == reference.read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what, edit, rechecksum, needle", EDITS, ids=[e[0] for e in EDITS])
 def test_collect_refuses_an_edited_raw_file(reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture, what: str,
                                             edit: Callable[[dict], dict], rechecksum: bool, needle: str) -> None:
@@ -172,6 +175,7 @@ def test_collect_refuses_an_edited_raw_file(reference: Path, tmp_path: Path, cap
     assert not (tmp_path / "counts.csv").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cut", ["mid-file", "at a line boundary", "empty", "no checksum"])
 def test_collect_refuses_a_truncated_raw_file(reference: Path, tmp_path: Path, capsys: pytest.CaptureFixture, cut: str) -> None:
     raw = _copy_raw(reference, tmp_path)
@@ -211,6 +215,7 @@ def _owned_stages() -> set[Path]:
     return set(hygiene.own_stages(os.environ[backends.STAGE_TAG_ENV]))
 
 
+@pytest.mark.slow
 def test_sigkill_mid_sweep_then_the_same_command_takes_over_the_lock_and_resumes(reference: Path, work: Path) -> None:
     """Before the fix every command after a SIGKILL was refused until `./harness unlock`,
     although the README said the command resumes."""
@@ -417,6 +422,7 @@ kernels:
     return root / "sweep.yaml"
 
 
+@pytest.mark.slow
 def test_a_kernel_that_loops_forever_is_killed_at_its_time_limit_and_earlier_tables_kept(tmp_path: Path) -> None:
     sweep = hang_tree(tmp_path, 3)
     results = tmp_path / "results"
@@ -455,6 +461,7 @@ def start_hanging_sweep(root: Path, limit: float) -> tuple[subprocess.Popen, set
     return proc, running
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path) -> None:
     proc, running = start_hanging_sweep(tmp_path, 600)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C on a terminal does
@@ -470,6 +477,7 @@ def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path)
 
 # ---- 4. bad input: one line naming the fix, before any work ----
 
+@pytest.mark.slow
 def test_cores_below_one_is_refused(tmp_path: Path) -> None:
     for n in ("0", "-1"):
         # Before the fix --cores 0 waited forever at "Select jobs to execute...".

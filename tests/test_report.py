@@ -16,8 +16,6 @@ from conftest import PY, REPO
 
 TINY = REPO / "configs" / "tiny.yaml"
 CHROMIUM = shutil.which("chromium")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not found: ./harness test installs it "
-                                    "(setup/install.sh --with-chromium)")
 
 # Runs when the page has loaded, synchronously (so that --dump-dom sees its verdict): every
 # image must decode (drawn onto a canvas, which decodes it in full; a broken image throws or
@@ -75,16 +73,17 @@ def in_browser(page: Path) -> dict[str, list]:
 
 
 @pytest.fixture(scope="module")
-def swept(tiny_sweep: tuple[Path, subprocess.CompletedProcess]) -> Path:
+def reported(tiny_sweep: tuple[Path, subprocess.CompletedProcess]) -> Path:
     """The tiny sweep; its end writes report.html."""
     results, proc = tiny_sweep
     assert f"report: {results / 'report.html'}" in proc.stdout
     return results
 
 
-def test_report_holds_figures_summary_provenance_and_explained_cells(swept: Path) -> None:
-    page = (swept / "report.html").read_text()
-    assert page.count("<img ") == len(list((swept / "figures").glob("*.png"))) == 2
+@pytest.mark.slow
+def test_report_holds_figures_summary_provenance_and_explained_cells(reported: Path) -> None:
+    page = (reported / "report.html").read_text()
+    assert page.count("<img ") == len(list((reported / "figures").glob("*.png"))) == 2
     assert "tiny_copy</b>: tiny: contiguous copy of 64 KiB." in page
     assert "<td>copy_ratio</td>" in page and "<td>pack_flat</td>" in page  # the verdict table
     # Provenance is summarised (runs, binaries, tools) and linked: inlined, one row per run, it
@@ -93,16 +92,17 @@ def test_report_holds_figures_summary_provenance_and_explained_cells(swept: Path
     assert "<th>binary_sha256</th>" not in page and "data:image" not in page
     assert page.count('src="figures/') == 2
     assert len(page.encode()) < 60_000, len(page.encode())
-    for md in (swept / "explain").glob("*.md"):
+    for md in (reported / "explain").glob("*.md"):
         assert f'href="#explain-{md.stem}"' in page and f'<section id="explain-{md.stem}">' in page
     assert "explain/" not in re.sub(r'id="explain-|#explain-', "", page)
 
 
-def test_report_command_rewrites_it_and_refuses_an_empty_results_dir(swept: Path, tmp_path: Path) -> None:
-    (swept / "report.html").unlink()
-    ok = subprocess.run([PY, "-m", "analysis.commands.cli", "report", "--config", str(TINY), "--set", f"results_dir={swept}"],
+@pytest.mark.slow
+def test_report_command_rewrites_it_and_refuses_an_empty_results_dir(reported: Path, tmp_path: Path) -> None:
+    (reported / "report.html").unlink()
+    ok = subprocess.run([PY, "-m", "analysis.commands.cli", "report", "--config", str(TINY), "--set", f"results_dir={reported}"],
                         cwd=REPO, capture_output=True, text=True)
-    assert ok.returncode == 0 and ok.stdout == f"report: {swept / 'report.html'}\n"
+    assert ok.returncode == 0 and ok.stdout == f"report: {reported / 'report.html'}\n"
     empty = tmp_path / "nothing"
     bad = subprocess.run([PY, "-m", "analysis.commands.cli", "report", "--config", str(TINY), "--set", f"results_dir={empty}"],
                          cwd=REPO, capture_output=True, text=True)
@@ -110,21 +110,23 @@ def test_report_command_rewrites_it_and_refuses_an_empty_results_dir(swept: Path
     assert bad.stderr == f"error: no results in {empty} (no summary.md): run ./harness sweep --config {TINY} first\n"
 
 
-@needs_chromium
-def test_every_figure_decodes_and_every_link_resolves_in_chromium(swept: Path) -> None:
-    verdict = in_browser(swept / "report.html")
+@pytest.mark.slow
+@pytest.mark.needs_chromium
+def test_every_figure_decodes_and_every_link_resolves_in_chromium(reported: Path) -> None:
+    verdict = in_browser(reported / "report.html")
     assert len(verdict["images"]) == 2 and all(ok for _, ok in verdict["images"]), verdict["images"]
     links = dict(verdict["links"])
     assert {"counts.csv", "provenance.csv", "summary.md", "logs/snakemake.log", "#summary"} <= set(links)
-    assert sum(h.startswith("#explain-") for h in links) == len(list((swept / "explain").glob("*.md"))) > 0
+    assert sum(h.startswith("#explain-") for h in links) == len(list((reported / "explain").glob("*.md"))) > 0
     assert all(links.values()), [h for h, ok in links.items() if not ok]
 
 
-@needs_chromium
-def test_the_browser_check_can_fail(swept: Path, tmp_path: Path) -> None:
+@pytest.mark.slow
+@pytest.mark.needs_chromium
+def test_the_browser_check_can_fail(reported: Path, tmp_path: Path) -> None:
     """A copy with a missing figure, a missing file and a dangling anchor: all three are caught."""
-    broken = swept / "report-broken.html"  # beside the page: its links are relative
-    page = (swept / "report.html").read_text()
+    broken = reported / "report-broken.html"  # beside the page: its links are relative
+    page = (reported / "report.html").read_text()
     page = page.replace('src="figures/', 'src="figures/missing-', 1)
     page = page.replace('href="counts.csv"', 'href="missing.csv"').replace('href="#summary"', 'href="#nowhere"')
     broken.write_text(page)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -13,10 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.backends import gem5
 from analysis.commands import bench, slurm
-from analysis.core import config
-from tests.conftest import REPO, snakemake
+from conftest import REPO, snakemake
 
 TINY = REPO / "tests" / "configs" / "slurm_tiny.yaml"
 GEM5_TINY = REPO / "tests" / "configs" / "slurm_gem5.yaml"
@@ -130,11 +127,6 @@ def test_down_partition_message() -> None:
 
 # --- with the local Slurm ---------------------------------------------------------------------
 
-needs_slurm = pytest.mark.skipif(
-    shutil.which("slurmctld") is None or shutil.which("slurmd") is None or shutil.which("munged") is None,
-    reason="slurm-wlm is not installed (./harness setup --with-slurm)")
-
-
 @pytest.fixture(scope="module")
 def local_slurm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     proc = subprocess.run([str(REPO / "setup" / "slurm.sh"), "start"], capture_output=True, text=True)
@@ -194,7 +186,8 @@ def blocker(env: dict[str, str]) -> str:
     return jid
 
 
-@needs_slurm
+@pytest.mark.slow
+@pytest.mark.needs_slurm
 def test_local_slurm_is_this_host_and_starts_once(local_slurm: dict[str, str]) -> None:
     run = Path(local_slurm["SLURM_CONF"]).parent / "run"
     pids = {d: (run / f"{d}.pid").read_text() for d in ("munged", "slurmctld", "slurmd")}
@@ -206,7 +199,8 @@ def test_local_slurm_is_this_host_and_starts_once(local_slurm: dict[str, str]) -
     assert int(cpus) == os.cpu_count()
 
 
-@needs_slurm
+@pytest.mark.slow
+@pytest.mark.needs_slurm
 def test_tiny_sweep_through_slurm_equals_the_local_run(local_slurm: dict[str, str], slurm_work: Path,
                                                         local_counts: bytes, slurm_run: subprocess.CompletedProcess) -> None:
     results, build = slurm_work / "slurm-results", slurm_work / "slurm-build"
@@ -227,7 +221,8 @@ def test_tiny_sweep_through_slurm_equals_the_local_run(local_slurm: dict[str, st
     assert "submitted with SLURM jobid" not in again.stderr and "Nothing to be done" in again.stderr
 
 
-@needs_slurm
+@pytest.mark.slow
+@pytest.mark.needs_slurm
 def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
         local_slurm: dict[str, str], slurm_work: Path, local_counts: bytes, slurm_run: subprocess.CompletedProcess) -> None:
     assert slurm_run.returncode == 0, slurm_run.stderr[-3000:]
@@ -257,7 +252,8 @@ def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
     assert (results / "counts.csv").read_bytes() == local_counts
 
 
-@needs_slurm
+@pytest.mark.slow
+@pytest.mark.needs_slurm
 def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], slurm_work: Path) -> None:
     node = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%N"], env=local_slurm, capture_output=True,
                           text=True, check=True).stdout.strip()
@@ -308,8 +304,9 @@ def test_a_cancelled_pending_job_is_not_blamed_on_its_wait_reason() -> None:
         "error: count_qemu copy-acle_4v (qemu gcc vla max): Slurm job 57 CANCELLED, cancelled (scancel); ")
 
 
-@needs_slurm
-@pytest.mark.skipif(gem5.find_gem5(config.load(GEM5_TINY)) is None, reason=f"gem5 not found: {gem5.ENABLE}")
+@pytest.mark.slow
+@pytest.mark.needs_slurm
+@pytest.mark.needs_gem5
 def test_gem5_jobs_through_slurm_equal_the_local_run(local_slurm: dict[str, str], slurm_work: Path) -> None:
     """The cycle job is a Slurm job too (rule simulate_gem5, its own resources), and gem5's
     counts through Slurm are the local run's, byte for byte (gem5 is deterministic)."""
@@ -326,7 +323,8 @@ def test_gem5_jobs_through_slurm_equal_the_local_run(local_slurm: dict[str, str]
         "rule_simulate_gem5_wildcards_gcc_vla_paper_copy_acle_4v"]
 
 
-@needs_slurm
+@pytest.mark.slow
+@pytest.mark.needs_slurm
 def test_bench_reports_the_sweep_through_slurm_beside_the_local_run(
         local_slurm: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """bench's Slurm part (issue 15) returned nothing, so bench.json's "slurm" was always null."""

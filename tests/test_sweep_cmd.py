@@ -18,6 +18,7 @@ def test_local_runs_use_the_greedy_scheduler(monkeypatch: pytest.MonkeyPatch) ->
     assert cmd[-2:] == ["--config", "sweep=configs/tiny.yaml"]
 
 
+@pytest.mark.slow
 def test_a_local_snakemake_start_never_asks_slurm(tmp_path: Path) -> None:
     """Snakemake imports every executor plugin it finds at each start, and the Slurm one ran
     `scontrol show config` (9 s where slurm-wlm is installed without a running controller).

@@ -105,6 +105,7 @@ def own(tmp_path_factory: pytest.TempPathFactory, work: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_a_rerun_with_nothing_changed_starts_no_snakemake_and_writes_nothing(own: Path, work: Path) -> None:
     """Before: every re-run started Snakemake (1.1-1.2 s before it reads the workflow) and
     rewrote the report and the record of the good set."""
@@ -116,6 +117,7 @@ def test_a_rerun_with_nothing_changed_starts_no_snakemake_and_writes_nothing(own
     assert snakemake_logs() == logs
 
 
+@pytest.mark.slow
 def test_the_answer_imports_neither_pandas_nor_snakemake(own: Path) -> None:
     """cli's own imports (pandas, the report) cost more than the whole answer: it comes first."""
     settled(own)
@@ -127,6 +129,7 @@ def test_the_answer_imports_neither_pandas_nor_snakemake(own: Path) -> None:
     assert not {m.split(".")[0] for m in modules} & {"pandas", "numpy", "matplotlib", "snakemake", "jsonschema"}
 
 
+@pytest.mark.slow
 def test_an_edited_kernel_source_is_rebuilt(own: Path, work: Path) -> None:
     settled(own)
     src, obj = own / "my_kernel.c", work / "build" / OBJECT
@@ -137,6 +140,7 @@ def test_an_edited_kernel_source_is_rebuilt(own: Path, work: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_source_edited_behind_its_old_mtime_still_goes_to_snakemake(own: Path) -> None:
     """The content is watched, not only the times (Snakemake itself, by mtime, then finds
     nothing to do: its answer, not this check's)."""
@@ -149,6 +153,7 @@ def test_a_source_edited_behind_its_old_mtime_still_goes_to_snakemake(own: Path)
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_an_edited_sweep_file_is_swept(own: Path, work: Path) -> None:
     settled(own)
     vls = [128] if yaml.safe_load((own / "sweep.yaml").read_text())["vector_lengths"] == [128, 256] else [128, 256]
@@ -159,6 +164,7 @@ def test_an_edited_sweep_file_is_swept(own: Path, work: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_kernel_table_link_pointed_elsewhere_goes_to_snakemake(own: Path) -> None:
     """The files a sweep names are watched as it names them: a link moved to another file is a
     change, though the file it pointed to is not."""
@@ -179,6 +185,7 @@ def test_a_kernel_table_link_pointed_elsewhere_goes_to_snakemake(own: Path) -> N
         named.write_text(text)
     fell_through(own, sweep(own))
 
+@pytest.mark.slow
 def test_a_deleted_table_is_made_again(own: Path) -> None:
     settled(own)
     counts = own / "results" / "counts.csv"
@@ -189,6 +196,7 @@ def test_a_deleted_table_is_made_again(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_touched_raw_file_goes_to_snakemake(own: Path) -> None:
     settled(own)
     raw = own / "results" / RAW
@@ -199,6 +207,7 @@ def test_a_touched_raw_file_goes_to_snakemake(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_failed_run_leaves_no_record(own: Path) -> None:
     """A raw file edited behind the harness's back stops the sweep at collect; the record went
     before Snakemake started, and the run after the repair goes to Snakemake."""
@@ -216,6 +225,7 @@ def test_a_failed_run_leaves_no_record(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     pytest.param(("--set", "results_dir={results}"), id="an override (the same folder, said again)"),
     pytest.param(("--", "counts_all"), id="a target"),
@@ -228,6 +238,7 @@ def test_another_command_goes_to_snakemake(own: Path, args: tuple[str, ...]) -> 
     fell_through(own, sweep(own))  # the record is that command's now, not the plain one's
 
 
+@pytest.mark.slow
 def test_a_changed_environment_goes_to_snakemake(own: Path) -> None:
     """GEM5 (where gem5 is found), as every variable the workflow reads."""
     settled(own)
@@ -237,6 +248,7 @@ def test_a_changed_environment_goes_to_snakemake(own: Path) -> None:
     fell_through(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_replaced_tool_goes_to_snakemake(own: Path, tmp_path: Path) -> None:
     """The same PATH, but qemu-aarch64 on it is another file (an upgrade replaces it)."""
     env = {**os.environ, "PATH": path_without(tmp_path / "bin")}
@@ -249,6 +261,7 @@ def test_a_replaced_tool_goes_to_snakemake(own: Path, tmp_path: Path) -> None:
     fell_through(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_folder_another_command_holds_is_refused_as_before(own: Path) -> None:
     """Not answered while another command writes the folder: the normal path names it, and
     the record stays (the refused run touched nothing)."""
@@ -268,6 +281,7 @@ def test_a_folder_another_command_holds_is_refused_as_before(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_snakemake_lock_in_the_tree_goes_to_snakemake(own: Path) -> None:
     """Another Snakemake may be writing the shared build folder; a stale lock is taken over by
     the normal path, with its line."""
@@ -281,6 +295,7 @@ def test_a_snakemake_lock_in_the_tree_goes_to_snakemake(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_snakemake_profile_goes_to_snakemake(own: Path, tmp_path: Path) -> None:
     """A profile can set any option, and its content is not watched: never answered with one."""
     settled(own)
@@ -295,6 +310,7 @@ def test_a_snakemake_profile_goes_to_snakemake(own: Path, tmp_path: Path) -> Non
     fell_through(own, sweep(own))
 
 
+@pytest.mark.slow
 def test_a_dry_run_neither_answers_nor_writes_a_record(own: Path) -> None:
     settled(own)
     record = own / "results" / uptodate.NAME

@@ -26,6 +26,7 @@ def tiny(tiny_sweep: tuple[Path, subprocess.CompletedProcess]) -> Path:
     return results
 
 
+@pytest.mark.slow
 def test_tiny_sweep_produces_table_figures_summary(tiny: Path) -> None:
     for name in ("counts.csv", "provenance.csv", "summary.md", "figures/tiny_copy.png", "figures/tiny_copy_ratio.png"):
         assert (tiny / name).stat().st_size > 0, name
@@ -42,6 +43,7 @@ def test_tiny_sweep_produces_table_figures_summary(tiny: Path) -> None:
     assert "| copy_ratio |" in summary and "| pack_flat |" in summary
 
 
+@pytest.mark.slow
 def test_net_is_measured_minus_baseline(tiny: Path) -> None:
     counts = table.read_counts(tiny / "counts.csv")
     c = counts[(counts["variant"] == "acle_4v") & (counts["vl"] == 128) & (counts["build"] == "vla")]
@@ -51,6 +53,7 @@ def test_net_is_measured_minus_baseline(tiny: Path) -> None:
         assert value[(f"whole_net.{metric}", 65536)] == value[(f"whole.{metric}", 65536)] - value[(f"whole.{metric}", 0)]
 
 
+@pytest.mark.slow
 def test_provenance_per_run(tiny: Path) -> None:
     prov = pd.read_csv(tiny / "provenance.csv", keep_default_na=False)
     assert (prov["vl"] == prov["vl_seen"]).all()
@@ -62,6 +65,7 @@ def test_provenance_per_run(tiny: Path) -> None:
     assert vls["build_commands"].str.contains("-msve-vector-bits=512", regex=False).all()
 
 
+@pytest.mark.slow
 def test_rerun_does_nothing(tiny: Path, work: Path) -> None:
     proc = snakemake(TINY, work / "build", tiny, extra=["--dry-run"])
     assert proc.returncode == 0, proc.stderr
@@ -104,6 +108,7 @@ def test_the_workflow_start_loads_neither_pandas_nor_matplotlib() -> None:
     assert out.strip() == "[]", (modules, out)
 
 
+@pytest.mark.slow
 def test_the_scheduler_looks_once_per_finished_job(tmp_path: Path) -> None:
     """Snakemake's job rate limiter re-ran the scheduler from timers that multiply with every
     finished job (rules/common.smk): at the end of a default sweep's build, hundreds of passes
@@ -122,6 +127,7 @@ def test_the_scheduler_looks_once_per_finished_job(tmp_path: Path) -> None:
     assert finished == 7 and passes <= finished + 1, (finished, passes)
 
 
+@pytest.mark.slow
 def test_a_rerun_with_nothing_to_do_does_not_load_pandas(tmp_path: Path) -> None:
     """Snakemake checks the params a rule records against every existing output, and the check
     imports pandas into the main process (snakemake.persistence): 0.3 s of each start, the most
@@ -146,6 +152,7 @@ def test_a_rerun_with_nothing_to_do_does_not_load_pandas(tmp_path: Path) -> None
     assert with_params == []
 
 
+@pytest.mark.slow
 def test_every_build_job_runs_before_the_count_jobs(tmp_path: Path) -> None:
     """Snakemake's greedy scheduler prefers the ready jobs with the largest inputs: a count job
     (a static binary and its plan) beat every compile, so the binaries of the longest count jobs
