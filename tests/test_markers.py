@@ -129,5 +129,5 @@ def test_help_names_the_fast_tier_and_prints_only_its_comment() -> None:
     """`./harness help` printed the script's first line of code (`set -euo pipefail`) too."""
     proc = subprocess.run(["bash", str(REPO / "harness"), "help"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "./harness test --fast" in proc.stdout and 'pytest -m "not slow"' in proc.stdout, proc.stdout
+    assert "./harness test --fast" in proc.stdout and "pytest -m 'not slow'" in proc.stdout, proc.stdout
     assert "set -euo" not in proc.stdout and not [ln for ln in proc.stdout.splitlines() if ln.startswith("#")]
