@@ -50,7 +50,7 @@ class Family:
     ops: dict[str, OpSpec]
     traffic: dict[str, float]  # bytes read/written per call as multiples of size; {} = undeclared
     mpi: bool  # links an arm64 Open MPI (analysis/core/mpi.py)
-    mpi_library: str  # which one: analysis.core.mpi.LIBRARIES
+    mpi_library: str  # which one: a name analysis.core.mpi.library() knows
     cflags: tuple[str, ...]
 
 
