@@ -222,3 +222,64 @@ def run_plain(binary: Path, vl: int, size: int, params: tuple = (), cpu: str = "
            f"./{binary.name}", *run.argv()]
     return subprocess.run(cmd, cwd=binary.parent, capture_output=True, text=True)
 
+
+# A cell to run: (VL, size in bytes, the binary's parameters).
+Cell = tuple[int, int, tuple]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlainRun:
+    """One run of run_plain_batch: its `ok` line ("" when it printed none) and, for a run that
+    stopped its process, the process's exit status and stderr."""
+    ok: str
+    returncode: int = 0
+    stderr: str = ""
+
+    def passed(self, vl: int) -> bool:
+        return self.returncode == 0 and self.ok.startswith(f"ok vl={vl} ")
+
+    def fields(self) -> dict[str, str]:
+        """The ok line's key=value fields (vl, size, checksum, ...)."""
+        return dict(kv.split("=", 1) for kv in self.ok.split()[1:])
+
+
+def run_plain_batch(binary: Path, cells: list[Cell], cpu: str = "max") -> list[PlainRun]:
+    """run_plain for many cells of one binary, in as few QEMU processes as a count job uses: the
+    binary's --batch mode, in which each run sets its own VL and checks its own output (the
+    self-check tests run every cell of every kernel at several VLs; one process each was most of
+    their time). A run that fails ends its process, and the runs after it go on in the next one,
+    so every cell has its result, in the order given."""
+    results: list[PlainRun] = []
+    rest = [config.Run(vl, size, "-", "-", params) for vl, size, params in cells]
+    while rest:
+        cmd = ["env", "-i", "qemu-aarch64", "-cpu", f"{cpu},sve-default-vector-length={rest[0].vl // 8}",
+               f"./{binary.name}", *qemu.batch_argv(rest)]
+        proc = subprocess.run(cmd, cwd=binary.parent, capture_output=True, text=True)
+        oks = [ln for ln in proc.stdout.splitlines() if ln.startswith("ok ")]
+        results += [PlainRun(ln) for ln in oks]
+        if len(oks) == len(rest) and proc.returncode == 0:
+            break
+        results.append(PlainRun("", proc.returncode, proc.stderr))  # the run after the last ok line
+        rest = rest[len(oks) + 1:]
+    return results
+
+
+# Cells counted by count_cells, by (binary, plugin directory, cell).
+_COUNTED: dict[tuple[Path, Path, Cell], dict] = {}
+
+
+def count_cells(binary: Path, plugin_dir: Path, cells: list[Cell]) -> list[dict]:
+    """The records of `cells` under -cpu max, counted as a count job counts them (one QEMU process
+    for the binary's cells, qemu.run_batch; test_a_cell_counts_the_same_alone_and_in_a_batch
+    checks that each cell counts there as it counts alone), each cell once per session: the
+    closed-form tests read hundreds of cells, and several read the same. The records are shared:
+    read them, never change them."""
+    todo = [c for c in dict.fromkeys(cells) if (binary, plugin_dir, c) not in _COUNTED]
+    # In the order a count job runs them: the runs of one size and parameter set next to each
+    # other, so that the harness computes each preparation once (qemu.batches).
+    runs = sorted((config.Run(vl, size, "-", "-", params) for vl, size, params in todo), key=lambda r: (r.argv()[1:], r.vl))
+    if runs:
+        for run, rec in zip(runs, qemu.run_batch(binary, "max", runs, plugin_dir), strict=True):
+            assert (rec["vl"], rec["size"], rec["vl_seen"]) == (run.vl, run.size, run.vl), rec["argv"]
+            _COUNTED[(binary, plugin_dir, (run.vl, run.size, run.params))] = rec
+    return [_COUNTED[(binary, plugin_dir, c)] for c in cells]

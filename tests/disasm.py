@@ -4,6 +4,7 @@ import re
 import subprocess
 
 OBJDUMP = "aarch64-linux-gnu-objdump"
+NM = "aarch64-linux-gnu-nm"
 
 
 def run(cmd, **kw):

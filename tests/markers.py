@@ -118,6 +118,7 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "records": (SLOW, "needs_ompi5"),
     # test_own_kernel.py
     "swept": (SLOW,),
+    "broken_build": (),  # an empty folder; the tests that use it build
     # test_perf.py
     "sve_native": (SLOW,),
     "host_run": (SLOW, "needs_perf"),

@@ -11,7 +11,7 @@ import yaml
 from analysis.backends import perf
 from analysis.core import config
 from analysis.stages import build
-from conftest import run_cell, run_cell_once, run_plain, snakemake
+from conftest import count_cells, run_cell, run_plain, run_plain_batch, snakemake
 from test_counts import CLOSED_FORM_SIZES, iterations, loop_body
 
 EVERY_VL = list(config.CPU_MODEL_VLS["max"])
@@ -26,13 +26,10 @@ def test_buffer_is_zero_verified_at_every_vl(binaries, variant: str) -> None:
     """Each run checks the kernel against the scalar reference on all four inputs and on bytes
     off the early-test words (outside the ROI), and the ROI call's answer."""
     b = binaries("buffer_is_zero", variant)
-    failures = []
-    for vl in EVERY_VL:
-        for n in ZERO_SIZES:
-            for where in (("none", "start", "middle", "end") if n == 4096 + 24 else ("none",)):
-                proc = run_plain(b, vl, n, (("where", where),))
-                if proc.returncode != 0 or not proc.stdout.startswith(f"ok vl={vl} "):
-                    failures.append(f"vl={vl} size={n} where={where}: {proc.stderr.strip()[-200:]}")
+    cells = [(vl, n, (("where", where),)) for n in ZERO_SIZES
+             for where in (("none", "start", "middle", "end") if n == 4096 + 24 else ("none",)) for vl in EVERY_VL]
+    failures = [f"vl={vl} size={n} {params}: {res.stderr.strip()[-200:]}"
+                for (vl, n, params), res in zip(cells, run_plain_batch(b, cells), strict=True) if not res.passed(vl)]
     assert not failures, "\n".join(failures[:10])
 
 
@@ -45,11 +42,11 @@ def test_buffer_is_zero_sve_closed_form_at_every_vl(binaries, plugin_dir, all_sw
     b = binaries("buffer_is_zero", "sve")
     body, length = loop_body(b, "buffer_is_zero")
     rest: dict[bool, set[int]] = {True: set(), False: set()}
-    for vl in EVERY_VL:
-        # The closed-form sizes of test_counts (the same runs, made once) and one short buffer.
-        for n in (256, *CLOSED_FORM_SIZES):
-            roi = run_cell_once(b, plugin_dir, vl, n, (("where", "none"),))["inscount"]["roi"]["total"]
-            rest[iterations(n, vl, loop) > 0].add(roi - iterations(n, vl, loop) * body)
+    # The closed-form sizes of test_counts (the same runs, made once) and one short buffer.
+    cells = [(vl, n, (("where", "none"),)) for vl in EVERY_VL for n in (256, *CLOSED_FORM_SIZES)]
+    for (vl, n, _), rec in zip(cells, count_cells(b, plugin_dir, cells)):
+        roi = rec["inscount"]["roi"]["total"]
+        rest[iterations(n, vl, loop) > 0].add(roi - iterations(n, vl, loop) * body)
     assert len(rest[True]) == 1 and len(rest[False]) == 1, rest
     for r in rest.values():
         assert 0 < r.pop() <= length - body
@@ -95,14 +92,12 @@ def test_memcpy_every_variant_verified_at_every_vl(binaries, all_sweep) -> None:
     failures, sums = [], {}
     for row in counted_memcpy_rows(all_sweep.table):
         offsets = [(0, 0)] + ([(3, 5)] if row.params["align"] == 1 else [(64, 128)])
-        for vl in EVERY_VL:
-            for n in MEMCPY_SIZES:
-                for so, do in offsets:
-                    proc = run_plain(binaries("memcpy", row.variant), vl, n, memcpy_params(row, so, do))
-                    if proc.returncode != 0 or not proc.stdout.startswith(f"ok vl={vl} "):
-                        failures.append(f"{row.name} vl={vl} size={n} offsets={so},{do}: {proc.stderr.strip()[-200:]}")
-                    else:
-                        sums.setdefault(n, set()).add(proc.stdout.split("checksum=")[1].strip())
+        cells = [(vl, n, memcpy_params(row, so, do)) for n in MEMCPY_SIZES for so, do in offsets for vl in EVERY_VL]
+        for (vl, n, params), res in zip(cells, run_plain_batch(binaries("memcpy", row.variant), cells), strict=True):
+            if not res.passed(vl):
+                failures.append(f"{row.name} vl={vl} size={n} {params}: {res.stderr.strip()[-200:]}")
+            else:
+                sums.setdefault(n, set()).add(res.fields()["checksum"])
     assert not failures, "\n".join(failures[:10])
     assert all(len(v) == 1 for v in sums.values()), sums
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.core import config
-from conftest import ALL, PY, REPO, decode_driver_cmd, run_cell, run_cell_once
+from conftest import ALL, PY, REPO, count_cells, decode_driver_cmd, run_cell, run_cell_once
 from disasm import branch_target, expected_class, function_words, objdump_words
 
 EVERY_VL = list(config.CPU_MODEL_VLS["max"])
@@ -60,11 +60,13 @@ def closed_form_misses(table: config.KernelTable, row: config.KernelRow, binary:
     that ran, in the ROI's busiest function) must run iterations(n) times, and
     roi(n) - roi(0) - iterations(n) x body must be one constant, bounded by the code outside the loop."""
     params = default_params(table, row)
+    cells = [(vl, n, params) for vl in EVERY_VL for n in (0, *CLOSED_FORM_SIZES)]
+    counted = dict(zip(cells, count_cells(binary, plugin_dir, cells)))
     misses, rest, bound = [], set(), 0
     for vl in EVERY_VL:
-        run0 = run_cell_once(binary, plugin_dir, vl, 0, params)
+        run0 = counted[(vl, 0, params)]
         for n in CLOSED_FORM_SIZES:
-            run = run_cell_once(binary, plugin_dir, vl, n, params)
+            run = counted[(vl, n, params)]
             ran = {int(e["encoding"], 16): e["count"] for e in run["opcodes"]["roi"]}
             for e in run0["opcodes"]["roi"]:
                 ran[int(e["encoding"], 16)] = ran.get(int(e["encoding"], 16), 0) - e["count"]
@@ -161,7 +163,8 @@ def test_class_table_agrees_with_objdump_on_executed_encodings(binaries, plugin_
     words: set[int] = set()
     for row in all_sweep.table.rows:
         params = default_params(all_sweep.table, row)
-        rec = run_cell(binaries(row.kernel, row.variant), plugin_dir, 256, 4096, params)
+        # A cell test_a_cell_counts_the_same_alone_and_in_a_batch counts alone too: run once.
+        rec = run_cell_once(binaries(row.kernel, row.variant), plugin_dir, 256, 4096, params)
         words |= {int(e["encoding"], 16) for e in rec["opcodes"]["roi"]}
     tool = _classifier(tmp_path)
     got = subprocess.run([str(tool), "256"], input="\n".join(f"{w:08x}" for w in sorted(words)),
@@ -231,7 +234,7 @@ def test_a_cell_counts_the_same_alone_and_in_a_batch(binaries, plugin_dir, all_s
         batch = qemu.run_batch(b, "max", runs, plugin_dir)
         assert [r["vl_seen"] for r in batch] == [vl for vl, _ in cells], row.name
         for run, rec in zip(runs, batch):
-            alone = qemu.run_once(b, "max", run, plugin_dir)
+            alone = run_cell_once(b, plugin_dir, run.vl, run.size, run.params)  # a batch of one, once a cell
             differ += [f"{row.name} vl={run.vl} size={run.size} {c}" for c in qemu.CLIENTS if rec[c] != alone[c]]
             # the output checked against the run's own preparation, not another run's
             differ += [f"{row.name} vl={run.vl} size={run.size} checksum"] if rec["checksum"] != alone["checksum"] else []

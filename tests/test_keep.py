@@ -158,12 +158,12 @@ def test_a_dead_holders_results_lock_is_taken_over_with_one_line(tmp_path: Path)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_sigterm_and_sighup_end_the_jobs_and_release_everything(tmp_path: Path, signum: int) -> None:
+def test_sigterm_and_sighup_end_the_jobs_and_release_everything(tmp_path: Path, work: Path, signum: int) -> None:
     """Before the fix: no message, no stale move, the lock and the staging folder stayed."""
     results = tmp_path / "results"
     (results / "figures").mkdir(parents=True)
     (results / "summary.md").write_text("previous\n")  # an earlier sweep's, with no record
-    proc, running = start_hanging_sweep(tmp_path, 600)
+    proc, running = start_hanging_sweep(tmp_path, 600, work / "build")
     os.kill(proc.pid, signum)  # the command alone, as `kill` or a closed terminal does
     out, err = proc.communicate(timeout=120)
     name = signal.Signals(signum).name
@@ -180,11 +180,14 @@ def test_sigterm_and_sighup_end_the_jobs_and_release_everything(tmp_path: Path, 
 
 
 @pytest.mark.slow
-def test_a_killed_command_takes_its_snakemake_down(tmp_path: Path) -> None:
+def test_a_killed_command_takes_its_snakemake_down(tmp_path: Path, work: Path) -> None:
     """SIGKILL runs no handler: the kernel hands Snakemake a SIGINT, so it starts no new job,
-    and exits when its running one ends (here at its time limit), releasing its lock."""
-    proc, running = start_hanging_sweep(tmp_path, 30)
+    and exits when its running one ends (here at its time limit), releasing its lock. The limit
+    is long enough for the kill to come first (the hanging run has started about a second
+    before), and short because the test waits for it (it was 30 s)."""
+    proc, running = start_hanging_sweep(tmp_path, 10, work / "build")
     assert guard.snakemake_running()
+    assert proc.poll() is None, "the sweep ended before it was killed"
     proc.kill()
     proc.wait()
     deadline = time.monotonic() + 90

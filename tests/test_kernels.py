@@ -10,8 +10,8 @@ import pytest
 from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
-from conftest import OTHER_MARKER_BUILDS, REPO, run_plain
-from disasm import OBJDUMP, run
+from conftest import OTHER_MARKER_BUILDS, REPO, run_plain, run_plain_batch
+from disasm import NM, OBJDUMP, run
 
 VLA_VLS = [128, 384, 512, 2048]
 VLS_BUILDS = [128, 512, 2048]
@@ -47,18 +47,23 @@ def cells(table) -> list[tuple[str, str, int, tuple]]:
 
 @pytest.fixture(scope="module")
 def checksums(binaries, all_sweep) -> dict:
-    """Run every cell at every VLA VL and on every VLS build at its own VL; collect checksums."""
-    sums: dict = defaultdict(dict)
-    failures = []
+    """Run every cell at every VLA VL and on every VLS build at its own VL; collect checksums.
+    The cells of one binary run in one process (run_plain_batch), each at its own VL."""
+    by_binary: dict[tuple[str, str, str], list[tuple[int, int, tuple]]] = defaultdict(list)
     for kernel, variant, size, params in cells(all_sweep.table):
         runs = [("vla", vl) for vl in VLA_VLS] + [(f"vls{vl}", vl) for vl in VLS_BUILDS]
         for build_name, vl in runs:
-            proc = run_plain(binaries(kernel, variant, build_name), vl, size, params)
-            if proc.returncode != 0 or not proc.stdout.startswith("ok "):
-                failures.append(f"{kernel}-{variant} {build_name} vl={vl} {params}: {proc.stderr.strip()[-300:]}")
+            by_binary[(kernel, variant, build_name)].append((vl, size, params))
+    sums: dict = defaultdict(dict)
+    failures = []
+    for (kernel, variant, build_name), binary_cells in by_binary.items():
+        results = run_plain_batch(binaries(kernel, variant, build_name), binary_cells)
+        for (vl, size, params), res in zip(binary_cells, results, strict=True):
+            if res.returncode != 0 or not res.ok:
+                failures.append(f"{kernel}-{variant} {build_name} vl={vl} {params}: {res.stderr.strip()[-300:]}")
                 continue
-            fields = dict(kv.split("=", 1) for kv in proc.stdout.split()[1:])
-            assert int(fields["vl"]) == vl
+            fields = res.fields()
+            assert int(fields["vl"]) == vl and int(fields["size"]) == size
             sums[(kernel, size, params)][(variant, build_name, vl)] = fields["checksum"]
     assert not failures, "\n".join(failures[:20])
     return sums
@@ -73,6 +78,17 @@ def test_every_kernel_passes_its_self_check(checksums) -> None:
 def test_output_identical_across_vls_builds_and_variants(checksums) -> None:
     for cell, by_run in checksums.items():
         assert len(set(by_run.values())) == 1, f"{cell}: {by_run}"
+
+
+@pytest.mark.slow
+def test_a_plain_batch_names_each_failing_run_and_runs_the_rest(binaries) -> None:
+    """run_plain_batch, which the self-checks above run through: a run that fails (a VLS
+    binary asked for another VL) has its exit status and message, and the runs after it run."""
+    cells = [(512, 4096, ()), (256, 4096, ()), (512, 100003, ()), (384, 0, ()), (512, 0, ())]
+    results = run_plain_batch(binaries("copy", "acle_4v", "vls512"), cells)
+    assert [r.passed(vl) for (vl, _, _), r in zip(cells, results, strict=True)] == [True, False, True, False, True]
+    assert results[1].returncode == 3 and "512" in results[1].stderr and "256" in results[1].stderr
+    assert [r.fields()["size"] for r in results if r.ok] == ["4096", "100003", "0"]
 
 
 @pytest.mark.slow
@@ -106,15 +122,30 @@ def test_bad_arguments_exit_2(binaries, args, needle) -> None:
     assert needle in proc.stderr.lower()
 
 
-def _alloc_bytes(path: Path) -> dict[str, bytes]:
-    """Every allocated section's bytes, with the two marker routines blanked out (the
-    build-id note, a hash over the file, is left out)."""
+def _marker_routines(paths: list[Path]) -> dict[Path, dict[str, tuple[int, int]]]:
+    """roi_begin's and roi_end's address and size in each binary, as binutils nm reads them from
+    the symbol tables, all binaries in one nm (pyelftools parsed each of a static binary's ~3,200
+    symbols to find these two: 0.2 s a binary, most of the time of the comparison below)."""
+    proc = run([NM, "--defined-only", "-S", *map(str, paths)])
+    assert proc.returncode == 0, proc.stderr
+    marks: dict[Path, dict[str, tuple[int, int]]] = {}
+    for block in proc.stdout.split("\n\n"):  # one per file: "<path>:" then its symbols
+        head, _, symbols = block.strip().partition("\n")
+        found = marks.setdefault(Path(head.removesuffix(":")), {})
+        for line in symbols.splitlines():
+            words = line.split()
+            if len(words) == 4 and words[3] in ("roi_begin", "roi_end"):
+                found[words[3]] = (int(words[0], 16), int(words[1], 16))
+    for path in paths:
+        assert set(marks.get(path, {})) == {"roi_begin", "roi_end"}, path
+    return marks
+
+
+def _alloc_bytes(path: Path, marks: dict[str, tuple[int, int]]) -> dict[str, bytes]:
+    """Every allocated section's bytes, with the two marker routines (`marks`: address and size
+    of each) blanked out (the build-id note, a hash over the file, is left out)."""
     with open(path, "rb") as f:
         elf = ELFFile(f)
-        symtab = elf.get_section_by_name(".symtab")
-        marks = {s.name: (s["st_value"], s["st_size"]) for s in symtab.iter_symbols()
-                 if s.name in ("roi_begin", "roi_end")}
-        assert set(marks) == {"roi_begin", "roi_end"}
         out = {}
         for sec in elf.iter_sections():
             # The build-id is a hash of the whole file, markers included: not code.
@@ -132,9 +163,13 @@ def _alloc_bytes(path: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_kernel_code_identical_across_marker_objects(binaries, all_sweep) -> None:
+    paths = {(row.name, build_name, be): binaries(row.kernel, row.variant, build_name, be)
+             for row in all_sweep.table.rows for build_name in OTHER_MARKER_BUILDS for be in ("qemu", "armie", "gem5")}
+    marks = _marker_routines(list(paths.values()))
     for row in all_sweep.table.rows:
         for build_name in OTHER_MARKER_BUILDS:
-            images = {be: _alloc_bytes(binaries(row.kernel, row.variant, build_name, be)) for be in ("qemu", "armie", "gem5")}
+            images = {be: _alloc_bytes(paths[(row.name, build_name, be)], marks[paths[(row.name, build_name, be)]])
+                      for be in ("qemu", "armie", "gem5")}
             assert images["qemu"] == images["armie"] == images["gem5"], f"{row.name} {build_name}"
 
 

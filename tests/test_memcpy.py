@@ -14,7 +14,7 @@ import yaml
 from analysis.backends import perf
 from analysis.core import config
 from analysis.stages import build, explain
-from conftest import PY, REPO, run_cell, run_plain
+from conftest import PY, REPO, count_cells, run_cell, run_plain, run_plain_batch
 
 ALL_VLS = list(range(128, 2049, 128))
 TABLE = config.load_table([REPO / "configs" / "kernels.yaml"])
@@ -75,11 +75,11 @@ def test_variant_lines_verify_at_every_vl(binaries, kernel: str, variant: str, s
     """The driver checks the output against its scalar reference: ok at all 16 VLs, the same
     checksum as the libc line."""
     ref = {"copy": "glibc_memcpy", "pack": "blocks_call", "unpack": "blocks_call"}[kernel]
-    want = run_plain(binaries(kernel, ref), 256, size, params).stdout.split("checksum=")[1]
-    for vl in ALL_VLS:
-        proc = run_plain(binaries(kernel, variant), vl, size, params)
-        assert proc.returncode == 0 and proc.stdout.startswith(f"ok vl={vl} "), (vl, proc.stderr)
-        assert proc.stdout.split("checksum=")[1] == want, vl
+    want = run_plain(binaries(kernel, ref), 256, size, params).stdout.split("checksum=")[1].strip()
+    cells = [(vl, size, params) for vl in ALL_VLS]
+    for (vl, _, _), res in zip(cells, run_plain_batch(binaries(kernel, variant), cells), strict=True):
+        assert res.passed(vl), (vl, res.stderr)
+        assert res.fields()["checksum"] == want, vl
 
 
 def _roi(rec: dict) -> int:
@@ -94,8 +94,10 @@ def test_a64fx_memcpy_closed_form_at_every_vl(binaries, plugin_dir) -> None:
     elsewhere the tail takes the same or a shorter path for the remainder."""
     b, n = binaries("copy", "memcpy_a64fx"), 1 << 20
     rest, other = set(), set()
+    cells = [(vl, size, ()) for vl in ALL_VLS for size in (n, 0)]
+    counted = dict(zip(cells, count_cells(b, plugin_dir, cells)))
     for vl in ALL_VLS:
-        r_n, r_0 = run_cell(b, plugin_dir, vl, n), run_cell(b, plugin_dir, vl, 0)
+        r_n, r_0 = counted[(vl, n, ())], counted[(vl, 0, ())]
         assert r_n["inscount"]["roi_functions"][0]["symbol"] == "__memcpy_a64fx", vl
         loop = explain.hot_loop(b, explain.roi_functions(r_n), r_n, r_0)
         assert loop is not None and loop.function == "__memcpy_a64fx" and len(loop.body) == 20, vl
@@ -103,8 +105,9 @@ def test_a64fx_memcpy_closed_form_at_every_vl(binaries, plugin_dir) -> None:
         (rest if n % (8 * vl // 8) == 0 else other).add(_roi(r_n) - _roi(r_0) - 20 * loop.iterations)
     assert len(rest) == 1, rest
     assert all(0 < x <= min(rest) for x in other), (rest, other)
+    # Identical over two runs, each alone, and as counted in the batch above.
     again = run_cell(b, plugin_dir, 384, n)
-    assert again["inscount"] == run_cell(b, plugin_dir, 384, n)["inscount"]  # identical over two runs
+    assert again["inscount"] == run_cell(b, plugin_dir, 384, n)["inscount"] == counted[(384, n, ())]["inscount"]
 
 
 @pytest.mark.slow
@@ -114,8 +117,10 @@ def test_generic_per_block_closed_form_and_flat(binaries, plugin_dir, kernel: st
     number of __memcpy_generic instructions; no SVE; the same count at every VL, twice."""
     b, params = binaries(kernel, "blocks_generic"), VECTOR_PARAMS[kernel]
     counts = {}
+    cells = [(vl, n, params) for vl in ALL_VLS for n in (0, 4000, 1 << 20)]
+    counted = dict(zip(cells, count_cells(b, plugin_dir, cells)))
     for vl in ALL_VLS:
-        r = {n: run_cell(b, plugin_dir, vl, n, params, dtype="float") for n in (0, 4000, 1 << 20)}
+        r = {n: counted[(vl, n, params)] for n in (0, 4000, 1 << 20)}
         funcs = {f["symbol"]: f["total"] for f in r[1 << 20]["inscount"]["roi_functions"]}
         blocks = (1 << 20) // 4
         loop = explain.hot_loop(b, explain.roi_functions(r[1 << 20]), r[1 << 20], r[0])

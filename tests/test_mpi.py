@@ -18,7 +18,7 @@ from analysis.backends import qemu
 from analysis.commands import cli
 from analysis.core import config, mpi, toolchain
 from analysis.stages import build
-from conftest import REPO, snakemake
+from conftest import REPO, count_cells, snakemake
 from disasm import OBJDUMP, run
 
 MPI_SWEEP = REPO / "configs" / "mpi.yaml"
@@ -126,12 +126,17 @@ def test_user_op_runs_the_count_sweeps_kernel_plus_a_constant_call(mpi_bin, bina
     fn = {"acle": "acle_max_float", "c_scalar": "elementwise_max_float"}
     rest, call = set(), set()
     for variant, kernel_fn in fn.items():
+        # The count sweep's kernel counted as a count job counts it (one process); an MPI
+        # program runs one run per process.
+        cells = [(vl, n, MAX_FLOAT) for vl in (128, 512, 2048) for n in (0, 65536, 100000)]
+        plain = dict(zip(cells, count_cells(binaries("reduce", variant), plugin_dir, cells)))
         for vl in (128, 512, 2048):
             recs = {}
             for n in (0, 65536, 100000):
-                for path, b, env in (("mpi", mpi_bin("mpi_reduce", variant), mpi.RUN_ENV),
-                                     ("plain", binaries("reduce", variant), {})):
-                    roi = qemu.run_once(b, "max", config.Run(vl, n, "-", "-", MAX_FLOAT), plugin_dir, env)["inscount"]
+                mpi_rec = qemu.run_once(mpi_bin("mpi_reduce", variant), "max", config.Run(vl, n, "-", "-", MAX_FLOAT),
+                                        plugin_dir, mpi.RUN_ENV)
+                for path, rec in (("mpi", mpi_rec), ("plain", plain[(vl, n, MAX_FLOAT)])):
+                    roi = rec["inscount"]
                     recs[(path, n)] = (roi["roi"]["total"], {f["symbol"]: f["total"] for f in roi["roi_functions"]})
             for n in (65536, 100000):
                 (mpi_total, mpi_fns), (_, plain_fns) = recs[("mpi", n)], recs[("plain", n)]

@@ -403,7 +403,9 @@ int main(int argc, char **argv)
 """
 
 
-def hang_tree(root: Path, limit: float) -> Path:
+def hang_tree(root: Path, limit: float, build_dir: Path) -> Path:
+    """The hanging kernel's sweep in `root`, building into `build_dir` (the session's build tree:
+    the plugins and the harness's objects are built once for every hanging sweep, not once each)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "hang.c").write_text(HANG)
     (root / "hang.yaml").write_text("families: {}\nkernels:\n  - {kernel: hang, variant: forever, family: standalone, "
@@ -412,7 +414,7 @@ def hang_tree(root: Path, limit: float) -> Path:
 kernel_table: configs/kernels.yaml
 extra_kernel_tables: [hang.yaml]
 results_dir: {root / 'results'}
-build_dir: {root / 'build'}
+build_dir: {build_dir}
 vector_lengths: [128]
 sizes: {{standalone: [64]}}
 linearity_check: false
@@ -423,8 +425,8 @@ kernels:
 
 
 @pytest.mark.slow
-def test_a_kernel_that_loops_forever_is_killed_at_its_time_limit_and_earlier_tables_kept(tmp_path: Path) -> None:
-    sweep = hang_tree(tmp_path, 3)
+def test_a_kernel_that_loops_forever_is_killed_at_its_time_limit_and_earlier_tables_kept(tmp_path: Path, work: Path) -> None:
+    sweep = hang_tree(tmp_path, 3, work / "build")
     results = tmp_path / "results"
     (results / "figures").mkdir(parents=True)
     for old in ("counts.csv", "summary.md", "figures/old.png"):  # a previous run's outputs
@@ -444,10 +446,10 @@ def test_a_kernel_that_loops_forever_is_killed_at_its_time_limit_and_earlier_tab
     assert not (_owned_stages() - before)  # the killed run's staging directory is gone
 
 
-def start_hanging_sweep(root: Path, limit: float) -> tuple[subprocess.Popen, set[Path]]:
+def start_hanging_sweep(root: Path, limit: float, build_dir: Path) -> tuple[subprocess.Popen, set[Path]]:
     """The hanging kernel's sweep (hang_tree) in a session of its own, once its second run has
     started: the process and the staging directories of its running job."""
-    sweep = hang_tree(root, limit)
+    sweep = hang_tree(root, limit, build_dir)
     log = root / "results" / "logs" / "count" / "qemu" / "gcc" / "vla" / "max" / "hang-forever.log"
     before = _owned_stages()
     proc = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(sweep), "--cores", "2"], cwd=REPO,
@@ -462,8 +464,8 @@ def start_hanging_sweep(root: Path, limit: float) -> tuple[subprocess.Popen, set
 
 
 @pytest.mark.slow
-def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path) -> None:
-    proc, running = start_hanging_sweep(tmp_path, 600)
+def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path, work: Path) -> None:
+    proc, running = start_hanging_sweep(tmp_path, 600, work / "build")
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C on a terminal does
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
