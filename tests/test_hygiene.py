@@ -110,6 +110,7 @@ def test_a_session_that_leaks_fails(tmp_path: Path) -> None:
         sys.path.insert(0, {str(REPO / 'tests')!r})
         spec = importlib.util.spec_from_file_location("suite_conftest", {str(REPO / 'tests' / 'conftest.py')!r})
         suite = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = suite  # as importlib's recipe says: dataclasses look their module up there
         spec.loader.exec_module(suite)
         leaves_nothing_behind = suite.leaves_nothing_behind
         """))
