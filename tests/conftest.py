@@ -257,7 +257,9 @@ def run_plain_batch(binary: Path, cells: list[Cell], cpu: str = "max") -> list[P
         proc = subprocess.run(cmd, cwd=binary.parent, capture_output=True, text=True)
         oks = [ln for ln in proc.stdout.splitlines() if ln.startswith("ok ")]
         results += [PlainRun(ln) for ln in oks]
-        if len(oks) == len(rest) and proc.returncode == 0:
+        if len(oks) >= len(rest):  # every run printed its ok line: a failing exit is the last run's
+            if proc.returncode != 0:
+                results[-1] = PlainRun(results[-1].ok, proc.returncode, proc.stderr)
             break
         results.append(PlainRun("", proc.returncode, proc.stderr))  # the run after the last ok line
         rest = rest[len(oks) + 1:]
