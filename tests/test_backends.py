@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from analysis.backends import Plan, gem5, qemu, registry
-from analysis.core import config
+from analysis.core import backend_path, config
+from analysis.core import schema as config_schema
 from analysis.stages import build, count, parse
 from conftest import REPO
 
@@ -41,6 +42,31 @@ def test_every_backend_implements_the_protocol_under_its_own_name() -> None:
         assert backend.NAME == name
         assert (build.ROI_SOURCES / backend.MARKER).is_file()
         assert backend.TABLE in ("counts.csv", "perf.csv")
+
+
+def test_the_sweep_schema_takes_the_backends_from_the_registry() -> None:
+    """Issue 29: the `backends` enum and the backends' sections come from the backends' own
+    schema files (<name>.schema.yaml beside each module), not from configs/schema/."""
+    doc = config_schema.sweep_schema()
+    props = doc["properties"]
+    listed, sections = [], []
+    for name, place in backend_path.places().items():
+        part = yaml.safe_load(place.schema.read_text()) if place.schema.exists() else {"listed": name}
+        assert set(part) and set(part) <= {"listed", "section"}, place.schema
+        listed += [name] if "listed" in part else []
+        if "section" in part:
+            sections.append(name)
+            assert props[name] == part["section"]
+    assert props["backends"]["items"]["enum"] == listed == ["qemu", "armie"]
+    assert sections == ["gem5", "perf"]
+    assert list(registry.REGISTRY) == list(backend_path.places())
+    # The file in configs/schema names no backend of its own.
+    base = yaml.safe_load((REPO / "configs" / "schema" / "sweep.schema.yaml").read_text())["properties"]
+    assert "enum" not in base["backends"]["items"] and not set(base) & set(registry.REGISTRY)
+    # A sweep names a backend the registry does not know: the enum says which it knows.
+    with pytest.raises(config.ConfigError, match=r"backends/0: 'nosuch' is not one of \['qemu', 'armie'\]"):
+        config.validate_doc({"kernel_table": "k", "kernels": [{"kernel": "copy"}], "vector_lengths": [128],
+                             "backends": ["nosuch"]}, config.SWEEP_SCHEMA, Path("s.yaml"))
 
 
 def test_stages_that_plan_and_run_jobs_never_test_a_backend_name() -> None:
@@ -117,7 +143,7 @@ def test_the_kernels_vl_rule_agrees_with_the_python_one(tmp_path: Path) -> None:
 def test_typed_sections_carry_the_defaults_once() -> None:
     sweep = config.load(REPO / "configs" / "default.yaml")
     raw = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
-    schema = yaml.safe_load((REPO / "configs" / "schema" / "sweep.schema.yaml").read_text())["properties"]
+    schema = config_schema.sweep_schema()["properties"]
     assert sweep.gem5 is not None and list(sweep.gem5.systems) == raw["gem5"].get("systems", schema["gem5"]["properties"]["systems"]["default"])
     assert sweep.perf is not None and sweep.perf.processes == raw["perf"].get("processes", schema["perf"]["properties"]["processes"]["default"])
     reg = config.load(REPO / "configs" / "regress.yaml").regression
@@ -254,7 +280,7 @@ def test_a_count_job_imports_its_own_backend_and_not_the_sweep_s_configuration(t
     modules = set(out["modules"])
     assert {m for m in modules if m.split(".")[0] == "analysis"} == {
         "analysis", "analysis.backends", "analysis.backends.qemu", "analysis.backends.registry", "analysis.core",
-        "analysis.core.files", "analysis.core.run", "analysis.core.toolchain", "analysis.stages"}
+        "analysis.core.backend_path", "analysis.core.files", "analysis.core.run", "analysis.core.toolchain", "analysis.stages"}
     assert not modules & {"yaml", "jsonschema", "pandas", "numpy", "snakemake", "statistics"}
     # A backend the registry does not know: the same one line as before, and no backend imported.
     out, proc = job(dataclasses.replace(plan, backend="nosuch"))

@@ -1,5 +1,8 @@
 """Every backend the harness knows, in one table. Adding one is a module implementing
-`analysis.backends.Backend` and its name here (README: Add a backend).
+`analysis.backends.Backend`, its part of the sweep file beside it (<name>.schema.yaml) and its
+name in analysis/backends/registry.txt; or, for a user's backend kept outside the repository,
+the module in a folder named by HARNESS_BACKENDS_PATH (analysis.core.backend_path;
+docs/extending/backend.md).
 
 The table names the modules and imports each where it is first looked up: a count job asks for
 the one backend its plan names and imports no other, nor what the others import (the sweep's
@@ -8,17 +11,37 @@ configuration and yaml, statistics, ...); each of a sweep's ~200 jobs paid for t
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from analysis.backends import Backend, Ready
-from analysis.core import toolchain
+from analysis.core import backend_path, toolchain
 
 if TYPE_CHECKING:  # annotations only (a count job imports this module)
     from analysis.core.config import Job, Sweep
 
-# The backends, in the order the workflow asks them: each is the module analysis.backends.<name>.
-NAMES = ("qemu", "armie", "gem5", "perf")
+# The backends, in the order the workflow asks them: the harness's own (registry.txt), then the
+# user's (HARNESS_BACKENDS_PATH).
+PLACES = backend_path.places()
+NAMES = tuple(PLACES)
+# A user's backend module is imported under this prefix: its file name alone could shadow a
+# module of the standard library or of the harness.
+USER_PREFIX = "harness_user_backends."
+
+
+def _load(place: backend_path.Place) -> Backend:
+    if place.builtin:
+        return importlib.import_module(f"{__package__}.{place.name}")  # type: ignore[return-value]
+    name = USER_PREFIX + place.name
+    if name not in sys.modules:  # the import system's recipe for a module given by its file
+        spec = importlib.util.spec_from_file_location(name, place.module)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]  # type: ignore[return-value]
 
 
 class Registry(Mapping[str, Backend]):
@@ -28,7 +51,7 @@ class Registry(Mapping[str, Backend]):
     def __getitem__(self, name: str) -> Backend:
         if name not in NAMES:
             raise KeyError(name)
-        return importlib.import_module(f"{__package__}.{name}")  # type: ignore[return-value]
+        return _load(PLACES[name])
 
     def __contains__(self, name: object) -> bool:  # without importing it
         return name in NAMES

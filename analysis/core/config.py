@@ -28,13 +28,12 @@ from analysis.core.model import (  # re-exported: config.X is the way in
 from analysis.core import model
 from analysis.core.run import Run  # (its own module, for the count jobs; config.Run names it as before)
 from analysis.core.schema import (  # re-exported: config.X is the way in
-    REPO, SCHEMA_DIR, ConfigError, base_dir, filled, read_yaml, resolve_path, schema_message, strict_validator,
+    REPO, SCHEMA_DIR, SWEEP_SCHEMA, ConfigError, base_dir, filled, read_yaml, resolve_path, schema_message, strict_validator,
     schema_default, validate_doc,
 )
 from analysis.core.validate import ROW_FACTORS, condition_doc, condition_factors, selection  # re-exported: config.X is the way in
 
 GEM5_SYSTEMS = REPO / "configs" / "gem5_systems.yaml"
-SWEEP_SCHEMA = "sweep.schema.yaml"
 
 
 def read_sweep(path: Path, overrides: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[Path]]:

@@ -14,8 +14,11 @@ from typing import Any, Iterator
 
 import yaml
 
+from analysis.core import backend_path
+
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = REPO / "configs" / "schema"
+SWEEP_SCHEMA = "sweep.schema.yaml"
 
 # libyaml's loader where PyYAML has it: every Snakemake start (a no-op re-run too) reads the
 # sweep, the kernel table and the schemas.
@@ -41,7 +44,51 @@ def read_yaml(path: Path) -> Any:
 
 
 def load_schema(name: str) -> dict[str, Any]:
-    return yaml.load((SCHEMA_DIR / name).read_text(), Loader=_LOADER)
+    """A schema of configs/schema/ by file name; the sweep schema as `sweep_schema` assembles it."""
+    return sweep_schema() if name == SWEEP_SCHEMA else _read_schema(SCHEMA_DIR / name)
+
+
+def _read_schema(path: Path) -> Any:
+    return yaml.load(path.read_text(), Loader=_LOADER)
+
+
+def sweep_schema() -> dict[str, Any]:
+    """The sweep file's schema: configs/schema/sweep.schema.yaml with each backend's part
+    (analysis/backends/<name>.schema.yaml, or a user's beside its module; analysis.core.backend_path)
+    put in: the `backends` list names the backends that run where listed (`listed`: a line of its
+    description), and a backend with a `section` gets that top-level key. Adding a backend edits
+    no schema. The configuration reference is generated from this."""
+    doc = _read_schema(SCHEMA_DIR / SWEEP_SCHEMA)
+    props = doc["properties"]
+    try:
+        places = backend_path.places()
+    except backend_path.BackendPathError as e:
+        raise ConfigError(str(e)) from None
+    listed = []
+    for name, place in places.items():
+        part = _backend_part(place)
+        if "listed" in part:
+            listed.append(f"{name}: {part['listed']}")
+            props["backends"]["items"].setdefault("enum", []).append(name)
+        if "section" in part:
+            if name in props:
+                raise ConfigError(f"{place.module}: backend {name} would replace the sweep file's own key {name}: "
+                                  "rename the backend")
+            props[name] = part["section"]
+    props["backends"]["description"] += " " + "; ".join(listed) + "."
+    return doc
+
+
+def _backend_part(place: backend_path.Place) -> dict[str, Any]:
+    """A backend's part of the sweep file ({listed: what it is} when it has no schema file)."""
+    if not place.schema.exists():
+        return {"listed": place.name}
+    part = read_yaml(place.schema)
+    if not isinstance(part, dict) or not part or set(part) - {"listed", "section"} \
+            or not isinstance(part.get("listed", ""), str) or not isinstance(part.get("section", {}), dict):
+        raise ConfigError(f"{place.schema}: a backend's part of the sweep file is `listed: <what it is>` (it runs "
+                          "where the sweep lists it in backends) and/or `section: <JSON schema of its section>`")
+    return part
 
 
 def schema_default(schema_name: str, *where: str) -> Any:
