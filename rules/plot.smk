@@ -4,7 +4,7 @@
 # The outputs are known from the sweep alone (plotplan); drawing is the job's.
 from analysis.stages import plotplan as P
 
-_FIGS = P.figures(SWEEP, has_gem5="gem5" in RUNNING)
+_FIGS = P.figures(SWEEP, RUNNING)
 FIGURES = [f"{RESULTS}/figures/{f.name}.png" for f in _FIGS] + [
     f"{RESULTS}/figures/{f.name}_ratio.png" for f in _FIGS if f.baseline is not None
 ]

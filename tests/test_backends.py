@@ -12,13 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from analysis.backends import Plan, gem5, qemu, registry
 from analysis.core import backend_path, config
 from analysis.core import schema as config_schema
-from analysis.stages import build, count, parse
+from analysis.stages import build, checks, count, parse, plotplan, rawcheck
 from conftest import REPO
 
 PY = sys.executable
@@ -279,7 +280,8 @@ def test_a_count_job_imports_its_own_backend_and_not_the_sweep_s_configuration(t
     assert out["status"] == 0 and json.loads((tmp_path / "raw.json").read_text())["runs"] == []
     modules = set(out["modules"])
     assert {m for m in modules if m.split(".")[0] == "analysis"} == {
-        "analysis", "analysis.backends", "analysis.backends.qemu", "analysis.backends.registry", "analysis.core",
+        "analysis", "analysis.backends", "analysis.backends.clients", "analysis.backends.qemu", "analysis.backends.registry",
+        "analysis.core",
         "analysis.core.backend_path", "analysis.core.files", "analysis.core.run", "analysis.core.toolchain", "analysis.stages"}
     assert not modules & {"yaml", "jsonschema", "pandas", "numpy", "snakemake", "statistics"}
     # A backend the registry does not know: the same one line as before, and no backend imported.
@@ -314,3 +316,28 @@ def test_analysis_is_grouped_by_role() -> None:
     assert sorted(p.name for p in top.glob("*.py")) == ["__init__.py"]
     assert sorted(p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__") == \
         ["backends", "commands", "core", "snakemake_plugins", "stages"]
+
+
+def test_the_reports_ask_each_row_s_backend(tmp_path: Path) -> None:
+    """Issue 29: the raw-record checks, the figures left out, the skipped checks and the summary's
+    gem5 section come from the backend (check_record, NOT_RUN, report), not from its name."""
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    drawn = plotplan.figures(sweep, {"qemu", "gem5"})
+    without = plotplan.figures(sweep, {"qemu"})
+    assert {f.backend for f in drawn if f not in without} == {"gem5"} and len(without) < len(drawn)
+    cycle = next(c for c in sweep.checks if c.backend == "gem5")
+    row = checks.claim(cycle, pd.DataFrame(), pd.DataFrame(), sweep, {"qemu"})
+    assert row.result == "skipped" and row.reason == "no gem5 rows: the cycle sweep did not run (gem5 not found)"
+    key = {"kernel": "copy", "variant": "c_vec", "op": "-", "dtype": "u8", "compiler": "gcc", "vl": 128, "size": 64,
+           "build": "vla"}
+    counts = pd.DataFrame([{**key, "backend": "gem5", "cpu_model": "paper", "metric": "gem5.insts", "value": 103},
+                           {**key, "backend": "qemu", "cpu_model": "max", "metric": "roi.total", "value": 100}])
+    assert "expected 0 everywhere; 1 of 1 cells agree." in "\n".join(gem5.report(counts))
+    assert qemu.report(counts) == [] and gem5.report(counts[counts["backend"] == "qemu"]) == []
+    # A record is checked by its own backend.
+    run = {"vl": 128, "size": 0, "op": "-", "dtype": "u8", "vl_seen": 128}
+    with pytest.raises(rawcheck.RawError, match=r"runs\[0\]\.gem5 is not a table of numbers"):
+        rawcheck._check_run({**run, "gem5": {"cycles": "many"}}, "runs[0]", "gem5")
+    with pytest.raises(rawcheck.RawError, match=r"runs\[0\] has no inscount counts"):
+        rawcheck._check_run({**run, "gem5": {"cycles": 1.0}}, "runs[0]", "qemu")
+    rawcheck._check_run({**run, "gem5": {"cycles": 1.0}}, "runs[0]", "gem5")

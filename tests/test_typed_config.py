@@ -278,5 +278,5 @@ def test_a_cycle_check_not_run_shows_the_papers_value(tmp_path: Path, kind: str,
            "ratio": {**{k: RATIO[k] for k in ("numerator", "denominator")}, "target": 1.25}}[kind]
     sweep = config.load(_with(tmp_path, {"id": "c", "figure": 3, "claim": "x", "kind": kind, "metric": "gem5.cycles",
                                          "backend": "gem5", **own}))
-    row = checks.claim(sweep.checks[0], pd.DataFrame(), pd.DataFrame(), sweep, has_gem5=False)
+    row = checks.claim(sweep.checks[0], pd.DataFrame(), pd.DataFrame(), sweep, ran=set())
     assert (row.result, row.paper) == ("skipped", paper)

@@ -24,11 +24,18 @@ from analysis.core import files
 from analysis.core.run import Run
 
 if TYPE_CHECKING:  # annotations only: a count job runs its plan without loading the sweep's configuration
+    from pandas import DataFrame
+
     from analysis.core.config import Job, Sweep
 
 
 class RunError(Exception):
     """A kernel run failed or produced no usable ROI: one line naming the cell."""
+
+
+class RecordError(Exception):
+    """A raw record that is not what its backend writes (`Backend.check_record`): one line naming
+    the part; the caller adds the file and the fix."""
 
 
 @dataclass
@@ -37,6 +44,21 @@ class Ready:
     versions: dict[str, str]  # tool -> version line: the stamps, and the provenance of every raw file
     notes: list[str] = field(default_factory=list)  # one line for each part this machine skips
     found: dict[str, Any] = field(default_factory=dict)  # what its plans need (gem5's path, what perf can count)
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What `./harness bench` hands a backend (Backend.bench): the sweep it times, the tree that
+    sweep was counted into, and bench's own ways to time and report (analysis.commands.bench)."""
+    config: str  # the sweep file, relative to the repository
+    work: Path  # results/ and build/ of the timed sweep
+    # Wall and CPU seconds of one Snakemake target of the sweep on that tree; hidden=True: with
+    # every backend's HIDE_ENV set (the counts timed alone).
+    time_target: Callable[[str, bool], tuple[float, float]]
+    figure: Callable[..., dict[str, Any]]  # a timing entry of bench.json: figure(seconds, cpu, target, **extra)
+    verdict: Callable[[float, float], str]  # "target <= T: met" (value, target)
+    targets: dict[str, float]  # bench's targets by name
+    read_counts: Callable[[Path], DataFrame]
 
 
 @dataclass(frozen=True)
@@ -78,7 +100,8 @@ class Backend(Protocol):
     MARKER: str  # kernels/roi/ source of the ROI marker object its binaries link (.S: one per
     #              compiler; .c: one per build)
     EXCLUSIVE: bool  # a job takes every core (timing measurements)
-    TABLE: str  # the table its rows go to: counts.csv, or perf.csv (statistics over processes)
+    TABLE: str  # the table its rows go to: counts.csv, or perf.csv (statistics over processes: such a
+    #             backend also has stats_rows(meta, record), its rows of that table)
     SHARES_PREPARATIONS: bool  # its jobs get settings["prep_cache"] (analysis.stages.build.prep_cache_dir)
 
     def preflight(self, sweep: Sweep) -> Ready | None:
@@ -104,6 +127,28 @@ class Backend(Protocol):
 
     def metrics(self, meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
         """A raw record as (metric, integer value) pairs for the tidy table."""
+
+    def check_record(self, run: dict[str, Any], where: str) -> None:
+        """Raise RecordError when a raw record is not what this backend writes (docs/contracts.md 3):
+        the collect stage checks every record so before any number of it reaches the table (its
+        cell and VL are checked there, for every backend alike)."""
+
+    # What the reports make of its rows.
+    NOT_RUN: tuple[str, str] | None  # (why, what did not run) when a finished sweep may lack its
+    #                      rows (a tool found on some machines only): its figures are then left out
+    #                      and its checks skipped, saying so; None: its rows are there whenever the
+    #                      sweep asks for them
+
+    def report(self, counts: DataFrame) -> list[str]:
+        """Lines of results/summary.md about its rows of the counts table (gem5: its agreement
+        with QEMU's counts); [] for none."""
+
+    HIDE_ENV: dict[str, str]  # the environment under which a sweep goes on without it ({}: none; bench
+    #                           times the counts alone with gem5's GEM5=none)
+
+    def bench(self, bench: Bench) -> tuple[dict[str, Any] | None, list[str]]:
+        """What `./harness bench` times of it beyond the count sweep (gem5's cycle sweep, perf's
+        measurements): its entry of bench.json (None: nothing here) and the lines to print."""
 
 
 # QEMU puts the program's absolute path on the guest stack, and glibc's start-up runs a few
@@ -290,43 +335,19 @@ def log_record(binary: Path, plan: Plan, i: int, rec: dict[str, Any], log: TextI
     """Check the VL record i (1-based) of a plan ran at and write its line to the job's log."""
     run = plan.runs[i - 1]
     check_vl_seen(binary, plan.cpu_model, run, rec["vl_seen"])
-    what = (f"roi={rec['inscount']['roi']['total']}" if "inscount" in rec
-            else f"cycles={rec['gem5']['cycles']:.0f} insts={rec['gem5']['insts']:.0f}")
-    print(f"[{i}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, run)} {what} {rec['seconds']}s", file=log, flush=True)
+    what = (f" roi={rec['inscount']['roi']['total']}" if "inscount" in rec
+            else f" cycles={rec['gem5']['cycles']:.0f} insts={rec['gem5']['insts']:.0f}" if "gem5" in rec else "")
+    print(f"[{i}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, run)}{what} {rec['seconds']}s", file=log, flush=True)
 
 
-def _counts(scope: str, part: dict[str, Any]) -> Iterator[tuple[str, int]]:
-    yield f"{scope}.total", part["total"]
-    if part.get("sve") is not None:
-        yield f"{scope}.sve", part["sve"]
-    for cls, n in (part.get("classes") or {}).items():
-        yield f"{scope}.class.{cls}", n
+def no_report(counts: DataFrame) -> list[str]:
+    """Backend.report of a backend that adds nothing to results/summary.md."""
+    return []
 
 
-def client_metrics(run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
-    """The metrics of a record in the counting clients' shape (inscount, opcodes, memory;
-    docs/contracts.md 2), whichever backend ran them."""
-    ins = run["inscount"]
-    yield from _counts("whole", ins["whole"])
-    yield from _counts("roi", ins["roi"])
-    for f in ins.get("roi_functions") or []:
-        yield f"roi.func.{f['symbol']}", f["total"]
-    if "opcodes" in run and run["opcodes"].get("roi") is not None:
-        by_mnemonic: dict[str, int] = {}
-        for e in run["opcodes"]["roi"]:
-            m = mnemonics[int(e["encoding"], 16)]
-            by_mnemonic[m] = by_mnemonic.get(m, 0) + e["count"]
-        for m, n in sorted(by_mnemonic.items()):
-            yield f"roi.op.{m}", n
-    if "memory" in run and run["memory"].get("roi") is not None:
-        mem = run["memory"]["roi"]
-        for cls, v in mem["classes"].items():
-            yield f"roi.mem.{cls}.insns", v["insns"]
-            # QEMU 7.2 never shows SVE accesses to plugins: those bytes come from the
-            # encoding at the run's VL (all lanes active), and the metric name says so.
-            yield f"roi.mem.{cls}.{'bytes_derived' if cls.startswith('sve_') else 'bytes'}", v["bytes"]
-        for k, n in (mem.get("qemu_observed") or {}).items():
-            yield f"roi.mem.qemu_observed.{k}", n
+def no_bench(bench: Bench) -> tuple[dict[str, Any] | None, list[str]]:
+    """Backend.bench of a backend that `./harness bench` times within the count sweep alone."""
+    return None, []
 
 
 def content_sha256(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:

@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-from analysis.backends import (Plan, Ready, RunError, cell_name, client_metrics, count_job, parse_ok_line,
-                               run_limited, staged)
+from analysis.backends import (Plan, Ready, RunError, cell_name, count_job,
+                               no_bench, no_report, parse_ok_line, run_limited, staged)
+from analysis.backends.clients import check_client_record, client_metrics
 from analysis.core.config import VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep
 from analysis.core.toolchain import ToolchainError, first_line
 
@@ -36,6 +37,8 @@ STAGE = "count"
 MARKER = "roi_armie.S"
 EXCLUSIVE = False
 TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
+NOT_RUN = None  # it runs wherever the sweep lists it (preflight fails where it cannot)
+HIDE_ENV: dict[str, str] = {}
 SHARES_PREPARATIONS = False
 
 INSCOUNT_CLIENT = "libinscount_emulated.so"
@@ -76,6 +79,11 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
 
 def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
     return client_metrics(run, mnemonics)
+
+
+check_record = check_client_record  # the counting clients' shape
+report = no_report
+bench = no_bench  # bench times it as the count sweep
 
 
 # --- ArmIE's command line and outputs ----------------------------------------------------------

@@ -18,11 +18,15 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
-from analysis.backends import Plan, Ready, RunError, cell_name, count_job, parse_ok_line, run_limited, staged
+from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, count_job, parse_ok_line, run_limited,
+                               staged)
 from analysis.core import config
 from analysis.core.config import REPO, Job, Run, Sweep, cross_build
+
+if TYPE_CHECKING:  # annotations only: a simulation job does not load pandas
+    from pandas import DataFrame
 
 NAME = "gem5"
 STAGE = "simulate"
@@ -30,6 +34,9 @@ MARKER = "roi_gem5.S"
 EXCLUSIVE = False
 TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
 SHARES_PREPARATIONS = False
+# Where gem5 is not found the sweep goes on without its rows: its figures are left out and its
+# checks skipped, saying why and what did not run.
+NOT_RUN = ("gem5 not found", "the cycle sweep did not run")
 
 SCRIPT = REPO / "gem5_scripts" / "se_sve.py"
 # Statistics of the ROI block: name in stats.txt (system built by se_sve.py) -> metric.
@@ -56,6 +63,7 @@ MARKER_INSTRUCTIONS = 3
 ENABLE = "./harness setup --with-gem5 builds it once (about 80 minutes on 2 cores), or set GEM5=/path/to/gem5.fast"
 # GEM5=none: skip the cycle sweep although gem5 is built (bench times the counts alone).
 OFF = "none"
+HIDE_ENV = {"GEM5": OFF}
 
 
 def cached_gem5() -> Path | None:
@@ -130,6 +138,76 @@ def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]
     # The table holds integers: IPC in thousandths.
     for metric, value in run["gem5"].items():
         yield (f"gem5.{metric}", round(value)) if metric != "ipc" else ("gem5.ipc_milli", round(1000 * value))
+
+
+def check_record(run: dict[str, Any], where: str) -> None:
+    if not isinstance(run.get("gem5"), dict) or not all(isinstance(v, (int, float)) for v in run["gem5"].values()):
+        raise RecordError(f"{where}.gem5 is not a table of numbers")
+
+
+# --- what the reports make of its rows --------------------------------------------------------
+
+# The counting backend gem5's instructions are compared with, and on which CPU model.
+COUNTED_BY, COUNTED_ON = "qemu", "max"
+
+
+def agreement(counts: DataFrame) -> DataFrame:
+    """gem5's committed ROI instructions against QEMU's ROI count of the same kernel object,
+    VL and size (VLA build), minus the documented marker instructions: expected all zero."""
+    g = counts[(counts["backend"] == NAME) & (counts["metric"] == "gem5.insts")]
+    q = counts[(counts["backend"] == COUNTED_BY) & (counts["metric"] == "roi.total") & (counts["build"] == "vla")
+               & (counts["cpu_model"] == COUNTED_ON)]
+    key = ["kernel", "variant", "op", "dtype", "compiler", "vl", "size"]
+    m = g.merge(q, on=key, suffixes=("_gem5", "_qemu"))
+    m["difference"] = m["value_gem5"] - m["value_qemu"] - MARKER_INSTRUCTIONS
+    return m[key + ["cpu_model_gem5", "value_gem5", "value_qemu", "difference"]].rename(
+        columns={"cpu_model_gem5": "system", "value_gem5": "gem5_insts", "value_qemu": "qemu_roi"})
+
+
+def report(counts: DataFrame) -> list[str]:
+    """results/summary.md's section on gem5 against QEMU (none without cells of both)."""
+    agree = agreement(counts)
+    if not len(agree):
+        return []
+    bad = agree[agree["difference"] != 0]
+    lines = ["", "## gem5 and QEMU agree on the ROI's instructions", "",
+             f"gem5's committed ROI instructions minus QEMU's ROI count of the same kernel object, VL and size, "
+             f"minus the {MARKER_INSTRUCTIONS} marker instructions only gem5's ROI holds (roi_end's two movs and "
+             f"dump_stats): expected 0 everywhere; {len(agree) - len(bad)} of {len(agree)} cells agree.", "",
+             "| kernel | variant | op | dtype | system | VL | size | gem5 | QEMU | difference |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in (bad if len(bad) else agree).itertuples():
+        lines.append(f"| {r.kernel} | {r.variant} | {r.op} | {r.dtype} | {r.system} | {r.vl} | {r.size} | "
+                     f"{r.gem5_insts} | {r.qemu_roi} | {r.difference} |")
+    return lines
+
+
+def bench(b: Bench) -> tuple[dict[str, Any] | None, list[str]]:
+    """The default cycle sweep (where gem5 is found) on top of an already counted tree, and
+    gem5's simulation speed: O3 from the ROI blocks, fast-forward from the rest of each run."""
+    sweep = config.load(REPO / b.config)
+    if sweep.gem5 is None:
+        return None, []
+    if find_gem5(sweep) is None:
+        return None, [skipped_message(sweep)]
+    wall, cpu = b.time_target("counts_all", False)
+    o3_insts = o3_secs = ff_insts = ff_secs = 0.0
+    for raw in (b.work / "results" / "raw" / NAME).rglob("*.json"):
+        for run in json.loads(raw.read_text())["runs"]:
+            # simInsts counts every CPU since start-up (gem5 does not reset it): use the O3
+            # core's committed ROI instructions.
+            o3_insts += run["gem5"]["insts"]
+            o3_secs += run["host"]["hostSeconds"]
+            ff_secs += run["seconds"] - run["host"]["hostSeconds"]
+    counts = b.read_counts(b.work / "results" / "counts.csv")
+    whole = counts[(counts["backend"] == COUNTED_BY) & (counts["metric"] == "whole.total") & (counts["build"] == "vla")]
+    ff_insts = float(whole[whole["vl"].isin(sweep.gem5.vector_lengths)]["value"].sum()) - o3_insts
+    g = b.figure(wall, cpu, b.targets["gem5_s"],
+                 o3_insts_per_host_s=round(o3_insts / o3_secs) if o3_secs else None,
+                 fast_forward_insts_per_host_s_approx=round(ff_insts / ff_secs) if ff_secs > 0 else None)
+    return g, [f"gem5 default cycle sweep: {g['seconds']} s ({b.verdict(g['seconds'], g['target_s'])}); O3 "
+               f"{g['o3_insts_per_host_s']} insts/host s, fast-forward ~{g['fast_forward_insts_per_host_s_approx']} "
+               "insts/host s"]
 
 
 # --- finding gem5 -------------------------------------------------------------------------------

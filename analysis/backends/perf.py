@@ -12,7 +12,6 @@ rows with status unsupported; the run goes on.
 """
 from __future__ import annotations
 
-import math
 import os
 import platform
 import shutil
@@ -23,7 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-from analysis.backends import Plan, Ready, RunError, cell_name, check_vl_seen, parse_ok_line, staged
+from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, check_vl_seen, no_report,
+                               parse_ok_line, staged)
+from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.X names them as before
+    BANDWIDTH, NOT_COUNTED, OK, TIME, UNKNOWN, UNSUPPORTED, describe, stats_rows, traffic_bytes)
+from analysis.core import config
 from analysis.core.config import Job, KernelRow, Run, Sweep
 
 NAME = "perf"
@@ -32,9 +35,11 @@ MARKER = "roi_perf.c"  # perf control, timing and repetitions, built per native 
 EXCLUSIVE = True  # a measurement takes every core, so nothing else runs beside it
 TABLE = "perf.csv"  # where its rows go: statistics over processes (stats_rows, analysis.stages.collect --stats)
 SHARES_PREPARATIONS = False
+NOT_RUN = None  # its rows go to perf.csv, whose figures and checks are its section's own (analysis.stages.plot --stats)
+HIDE_ENV: dict[str, str] = {}  # bench times its measurements apart (target perf_all)
+report = no_report  # results/perf_summary.md is its report (analysis.stages.summary.stats_summary)
 
 SEP = ";"  # perf does not quote fields; event names may contain commas
-OK, UNSUPPORTED, NOT_COUNTED, UNKNOWN = "ok", "unsupported", "not_counted", "unknown_event"
 HOST_FIX = "sysctl kernel.perf_event_paranoid=2 (or run as root)"
 
 
@@ -193,54 +198,22 @@ def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]
     yield "perf.time_per_call_ns", round(statistics.fmean(t for p in procs for t in p["times_ns"]))
 
 
-TIME, BANDWIDTH = "time_per_call", "bandwidth"  # the metrics stats_rows adds to the events
+def check_record(run: dict[str, Any], where: str) -> None:
+    if not isinstance(run.get("processes"), list) or not run["processes"]:
+        raise RecordError(f"{where}.processes is {run.get('processes')!r}, not a list of processes")
 
 
-def describe(values: list[float]) -> dict[str, float]:
-    """n, mean, sample standard deviation (0 for one value), min, max."""
-    return {"n": len(values), "mean": statistics.fmean(values),
-            "std": statistics.stdev(values) if len(values) > 1 else 0.0, "min": min(values), "max": max(values)}
-
-
-def traffic_bytes(traffic: dict[str, float], size: int) -> float | None:
-    """Bytes one call moves as the kernel table declares them (no write-allocate), or None."""
-    if not traffic:
-        return None
-    return (traffic["read"] + traffic["write"]) * size
-
-
-def stats_rows(meta: dict[str, Any], rec: dict[str, Any]) -> list[dict[str, Any]]:
-    """One cell's rows of perf.csv: each configured event (a missing counter is a status, never
-    a zero), the time per call and, where the kernel table declares its traffic, the bandwidth."""
-    calls = meta["calls"]
-    procs = rec["processes"]
-    key = {"kernel": meta["kernel"], "variant": meta["variant"], "op": rec["op"], "dtype": rec["dtype"],
-           "layout": meta["layout"], "build": meta["build"], "cpu_model": meta["cpu_model"], "backend": "perf",
-           "compiler": meta["compiler"], "vl": rec["vl"], "size": rec["size"]}
-    rows = []
-    # Each process's counters by event (the backend names them as configured).
-    by_event = [{c["event"]: c for c in p["counters"]} for p in procs]
-    for event, probed in meta["events"].items():
-        row = {**key, "metric": event, "unit": "", "running_pct": math.nan}
-        if probed == UNKNOWN:
-            rows.append({**row, "status": UNKNOWN, "n": 0})
-            continue
-        counters = [counts[event] for counts in by_event]
-        bad = [c["status"] for c in counters if c["status"] != OK]
-        if bad:
-            rows.append({**row, "status": bad[0], "unit": counters[0]["unit"], "n": 0})
-            continue
-        pct = [c["running_pct"] for c in counters if c["running_pct"] is not None]
-        rows.append({**row, "status": OK, "unit": counters[0]["unit"],
-                     "running_pct": min(pct) if pct else math.nan,
-                     **describe([c["value"] / calls for c in counters])})
-    per_proc_ns = [statistics.fmean(p["times_ns"]) for p in procs]
-    rows.append({**key, "metric": TIME, "status": OK, "unit": "ns", "running_pct": math.nan, **describe(per_proc_ns)})
-    moved = traffic_bytes(meta.get("traffic") or {}, rec["size"])
-    if moved is not None:
-        rows.append({**key, "metric": BANDWIDTH, "status": OK, "unit": "GB/s", "running_pct": math.nan,
-                     **describe([moved / ns for ns in per_proc_ns])})  # bytes per ns = GB/s
-    return rows
+def bench(b: Bench) -> tuple[dict[str, Any] | None, list[str]]:
+    """The sweep's perf part here (host baselines; SVE on A64FX), timed apart from the counts."""
+    p = plan(config.load(config.REPO / b.config))
+    lines = list(p.status.messages) if p else []
+    if not p or not p.jobs:
+        return None, lines
+    pm = b.figure(*b.time_target("perf_all", True), None, jobs=len(p.jobs), processes=p.processes, sve=p.status.sve,
+                  host=p.status.host)
+    return pm, lines + [f"perf measurements of the sweep (native, not in the count sweep's target): {pm['seconds']} s "
+                        f"({pm['cpu_s']} CPU s) for {pm['processes']} processes ({pm['jobs']} jobs; SVE: {pm['sve']}, "
+                        f"host baselines: {pm['host']})"]
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:

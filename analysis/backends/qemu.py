@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO
 
-from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, Plan, Ready, RunError, cell_name, client_metrics,
-                               log_record, parse_ok_line, run_cells, staged)
+from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, Plan, Ready, RunError, cell_name,
+                               log_record, no_bench, no_report, parse_ok_line,
+                               run_cells, staged)
+from analysis.backends.clients import check_client_record, client_metrics
 from analysis.core.run import Run
 from analysis.core.toolchain import ToolchainError, first_line
 
@@ -33,6 +35,8 @@ STAGE = "count"
 MARKER = "roi_qemu.S"
 EXCLUSIVE = False
 TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
+NOT_RUN = None  # it runs wherever the sweep lists it (preflight fails where it cannot)
+HIDE_ENV: dict[str, str] = {}
 SHARES_PREPARATIONS = True  # its plans name a folder of shared preparations (run_batch's prep_cache)
 
 QEMU = "qemu-aarch64"
@@ -127,6 +131,11 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
 
 def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
     return client_metrics(run, mnemonics)
+
+
+check_record = check_client_record  # the counting clients' shape
+report = no_report
+bench = no_bench  # bench times it as the count sweep
 
 
 # --- one run ----------------------------------------------------------------------------------

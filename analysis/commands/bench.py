@@ -43,8 +43,8 @@ from typing import Any
 
 import yaml
 
-from analysis.backends import gem5 as G
-from analysis.backends import perf, qemu
+from analysis.backends import Bench, perf, qemu
+from analysis.backends.registry import REGISTRY
 from analysis.commands.guard import snakemake_cmd
 from analysis.core import config, mpi
 from analysis.core.table import read_counts
@@ -53,6 +53,8 @@ from analysis.stages import build
 REPO = config.REPO
 # The targets of issue 28 (2 cores, a fresh clone; gem5's from issue 14); bench prints each
 # figure beside its own. The default sweep has two: its wall and its CPU seconds.
+# The environment that hides the backends that can be hidden (gem5: GEM5=none): the counts timed alone.
+HIDDEN = {k: v for b in REGISTRY.values() for k, v in b.HIDE_ENV.items()}
 TARGETS = {"default_s": 45.0, "default_cpu_s": 80.0, "rerun_noop_s": 1.0, "regression_set_s": 10.0, "gem5_s": 1800.0,
            "overhead_ratio": 1.05, "full_matrix_s": 80.0}
 
@@ -90,11 +92,12 @@ def figure(seconds: float, cpu: float, target: float | None = None, cpu_target: 
         out.update(cpu_target_s=cpu_target, met=out.get("met", True) and out["cpu_s"] <= cpu_target)
     return out
 
-def sweep_time(cfg: str, work: Path, cores: int, gem5: bool = True, target: str = "counts_all") -> tuple[float, float]:
+def sweep_time(cfg: str, work: Path, cores: int, hidden: bool = False, target: str = "counts_all") -> tuple[float, float]:
     """Wall and CPU time of one sweep's target (counts_all: everything but the perf
-    measurements); gem5=False hides gem5 so that only the counts are timed."""
+    measurements); hidden=True hides the backends that say how (Backend.HIDE_ENV: gem5), so
+    that only the counts are timed."""
     over = {"results_dir": str(work / "results"), "build_dir": str(work / "build")}
-    env = os.environ if gem5 else {**os.environ, "GEM5": "none"}
+    env = {**os.environ, **HIDDEN} if hidden else os.environ
     # Snakemake 9's --quiet takes choices and would read a target after it as one: targets first.
     wall, cpu, _ = timed(snakemake_cmd(cfg, over, cores, [target, "--quiet", "all"]), cwd=REPO, env=env)
     return wall, cpu
@@ -104,7 +107,7 @@ def rerun_time(cfg: str, work: Path, cores: int) -> tuple[float, float]:
     a user re-runs it (entry script and installer check included; gem5 hidden, as above)."""
     cmd = [str(REPO / "harness"), "sweep", "--config", cfg, "--cores", str(cores),
            "--set", f"results_dir={work / 'results'}", "--set", f"build_dir={work / 'build'}", "--", "counts_all"]
-    wall, cpu, _ = timed(cmd, cwd=REPO, env={**os.environ, "GEM5": "none"})
+    wall, cpu, _ = timed(cmd, cwd=REPO, env={**os.environ, **HIDDEN})
     return wall, cpu
 
 def out_of_roi(counts_csv: Path) -> dict[str, Any]:
@@ -119,16 +122,6 @@ def out_of_roi(counts_csv: Path) -> dict[str, Any]:
             for name, r in p.iterrows()}
     whole, roi = int(p["whole.total"].sum()), int(p["roi.total"].sum())
     return {"whole": whole, "roi": roi, "outside_share": round(1 - roi / whole, 4) if whole else 0.0, "per_kernel": rows}
-
-def perf_measurements(cfg: str, work: Path, cores: int) -> dict[str, Any] | None:
-    """The sweep's perf part on this machine (host baselines here; SVE on A64FX)."""
-    p = perf.plan(config.load(REPO / cfg))
-    for m in p.status.messages if p else []:
-        print(m, flush=True)
-    if not p or not p.jobs:
-        return None
-    wall, cpu = sweep_time(cfg, work, cores, gem5=False, target="perf_all")
-    return figure(wall, cpu, jobs=len(p.jobs), processes=p.processes, sve=p.status.sve, host=p.status.host)
 
 def overhead_kernel(sweep: config.Sweep) -> config.Job:
     """The scalar copy where the sweep has it (the most instructions per byte), else its first
@@ -164,34 +157,23 @@ def overhead(cfg: str, work: Path, min_seconds: float, repeats: int = 5) -> dict
         "met": statistics.median(t_count) / statistics.median(t_plain) <= TARGETS["overhead_ratio"],
     }
 
-def gem5_cycle_sweep(cfg: str, work: Path, cores: int) -> dict[str, Any] | None:
-    """The default cycle sweep (where gem5 is found) on top of an already counted tree, and
-    gem5's simulation speed: O3 from the ROI blocks, fast-forward from the rest of each run."""
-    sweep = config.load(REPO / cfg)
-    if sweep.gem5 is None:
-        return None
-    if G.find_gem5(sweep) is None:
-        print(G.skipped_message(sweep), flush=True)
-        return None
-    wall, cpu = sweep_time(cfg, work, cores)
-    o3_insts = o3_secs = ff_insts = ff_secs = 0.0
-    for raw in (work / "results" / "raw" / "gem5").rglob("*.json"):
-        for run in json.loads(raw.read_text())["runs"]:
-            # simInsts counts every CPU since start-up (gem5 does not reset it): use the O3
-            # core's committed ROI instructions.
-            o3_insts += run["gem5"]["insts"]
-            o3_secs += run["host"]["hostSeconds"]
-            ff_secs += run["seconds"] - run["host"]["hostSeconds"]
-    counts = read_counts(work / "results" / "counts.csv")
-    whole = counts[(counts["backend"] == "qemu") & (counts["metric"] == "whole.total") & (counts["build"] == "vla")]
-    ff_insts = float(whole[whole["vl"].isin(sweep.gem5.vector_lengths)]["value"].sum()) - o3_insts
-    return figure(wall, cpu, TARGETS["gem5_s"],
-                  o3_insts_per_host_s=round(o3_insts / o3_secs) if o3_secs else None,
-                  fast_forward_insts_per_host_s_approx=round(ff_insts / ff_secs) if ff_secs > 0 else None)
+def backend_parts(cfg: str, work: Path, cores: int) -> dict[str, Any]:
+    """What each backend times beyond the count sweep (Backend.bench: gem5's cycle sweep, perf's
+    measurements), on the tree the count sweep was timed in; its lines printed as they come."""
+    b = Bench(cfg, work, lambda target, hidden: sweep_time(cfg, work, cores, hidden, target), figure, verdict, TARGETS,
+              read_counts)
+    out = {}
+    for name, backend in REGISTRY.items():
+        entry, lines = backend.bench(b)
+        for line in lines:
+            print(line, flush=True)
+        if entry is not None:
+            out[name] = entry
+    return out
 
 def sweep_figure(cfg: str, work: Path, cores: int, target: float, cpu_target: float | None = None) -> dict[str, Any]:
     sweep = config.load(REPO / cfg)
-    wall, cpu = sweep_time(cfg, work, cores, gem5=False)
+    wall, cpu = sweep_time(cfg, work, cores, hidden=True)
     return figure(wall, cpu, target, cpu_target, config=cfg, config_hash=config_hash(REPO / cfg), jobs=len(sweep.jobs()),
                   runs=sum(len(j.runs) for j in sweep.jobs()))
 
@@ -200,10 +182,10 @@ def memcpy_family(cfg: str, work: Path, cores: int) -> dict[str, Any]:
     (gem5 hidden), then its host timing under perf where perf can count."""
     sweep = config.load(REPO / cfg)
     out: dict[str, Any] = {"config": cfg, "runs": sum(len(j.runs) for j in sweep.jobs()),
-                           "counts_s": round(sweep_time(cfg, work, cores, gem5=False)[0], 1)}
+                           "counts_s": round(sweep_time(cfg, work, cores, hidden=True)[0], 1)}
     p = perf.plan(sweep)
     if p and p.jobs:
-        out["perf_s"] = round(sweep_time(cfg, work, cores, gem5=False, target="perf_all")[0], 1)
+        out["perf_s"] = round(sweep_time(cfg, work, cores, hidden=True, target="perf_all")[0], 1)
         out["perf_processes"] = p.processes
     return out
 
@@ -223,7 +205,7 @@ def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, sweeps: 
                     "--set", f"results_dir={tree / 'results'}", "--set", f"build_dir={tree / 'build'}", "--", "counts_all"]
 
         args = cli(work / f"slurm-{name}", "--slurm", "local")
-        env = {**os.environ, "GEM5": "none"}
+        env = {**os.environ, **HIDDEN}
         t0 = time.monotonic()
         proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
         seconds = time.monotonic() - t0
@@ -323,18 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         g = report["regression_set"] = figure(wall, cpu, TARGETS["regression_set_s"], config=ns.regress_config, passed=rc == 0)
         print(f"regression set (./harness regress), clean tree: {g['seconds']} s "
               f"({verdict(g['seconds'], g['target_s'])}; counts {'match' if rc == 0 else 'MOVED'})", flush=True)
-        report["gem5"] = gem5_cycle_sweep(ns.config, work / "default", ns.cores)
-        if report["gem5"]:
-            g = report["gem5"]
-            print(f"gem5 default cycle sweep: {g['seconds']} s ({verdict(g['seconds'], g['target_s'])}); O3 "
-                  f"{g['o3_insts_per_host_s']} insts/host s, fast-forward ~{g['fast_forward_insts_per_host_s_approx']} "
-                  "insts/host s", flush=True)
-        report["perf"] = perf_measurements(ns.config, work / "default", ns.cores)
-        if report["perf"]:
-            pm = report["perf"]
-            print(f"perf measurements of the sweep (native, not in the count sweep's target): {pm['seconds']} s "
-                  f"({pm['cpu_s']} CPU s) for {pm['processes']} processes ({pm['jobs']} jobs; SVE: {pm['sve']}, "
-                  f"host baselines: {pm['host']})", flush=True)
+        report.update(backend_parts(ns.config, work / "default", ns.cores))
         report["memcpy_family"] = mf = memcpy_family(ns.memcpy_config, work / "memcpy", ns.cores)
         print(f"memcpy family sweep, clean tree: counts {mf['counts_s']} s for {mf['runs']} runs"
               + (f", perf {mf['perf_s']} s for {mf['perf_processes']} processes" if "perf_s" in mf else ""), flush=True)

@@ -4,11 +4,13 @@ the summary gives as the reason; and the perf table's timing claims.
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from analysis.backends import perf
+from analysis.backends.registry import REGISTRY
 from analysis.core import config
 from analysis.stages import explain, verdict
 from analysis.stages.plotplan import Cell
@@ -83,12 +85,14 @@ def loop_facts(check: config.Check, counts: pd.DataFrame, prov: pd.DataFrame, sw
     return "; ".join(out)
 
 
-def claim(check: config.Check, counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, has_gem5: bool) -> Claim:
-    """A check evaluated on its own line and on each of its conditions, with its verdict."""
-    not_run = None if has_gem5 or not check.is_gem5 else "gem5 not found, the cycle sweep did not run"
+def claim(check: config.Check, counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, ran: Collection[str]) -> Claim:
+    """A check evaluated on its own line and on each of its conditions, with its verdict; skipped
+    when its backend may not run (Backend.NOT_RUN) and did not (`ran`: the backends with rows)."""
+    missing = None if check.backend in ran else REGISTRY[check.backend].NOT_RUN
+    not_run = f"{missing[0]}, {missing[1]}" if missing else None
     data = TableData(counts, prov, sweep)
-    if not_run:
-        row = Claim(check, check.paper_value(), "-", "skipped", "no gem5 rows: the cycle sweep did not run (gem5 not found)")
+    if missing:
+        row = Claim(check, check.paper_value(), "-", "skipped", f"no {check.backend} rows: {missing[1]} ({missing[0]})")
     else:
         ev = check.evaluate(data)
         row = Claim(check, ev.paper, ev.ours, "pass" if ev.ok else "FAIL", ev.reason)

@@ -1,8 +1,8 @@
 """Collect stage entry point: raw files -> one tidy table.
 
 - count backends: results/counts.csv (baseline subtracted) + provenance.csv;
-- `--stats`: the perf backend's raw process records -> results/perf.csv, statistics over
-  processes per cell (analysis.backends.perf.stats_rows).
+- `--stats`: the raw process records of a backend whose TABLE is perf.csv -> results/perf.csv,
+  statistics over processes per cell (its stats_rows: analysis.backends.perf.stats_rows).
 """
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.backends import perf
-from analysis.backends.registry import all_jobs
+from analysis.backends.registry import REGISTRY, all_jobs
 from analysis.core import config, files, table
 from analysis.stages import parse, rawcheck, subtract
 
@@ -46,7 +45,7 @@ def stats(raw_files: list[Path]) -> pd.DataFrame:
     for f in raw_files:
         doc = json.loads(Path(f).read_text())
         for rec in doc["runs"]:
-            rows += perf.stats_rows(doc["meta"], rec)
+            rows += REGISTRY[doc["meta"]["backend"]].stats_rows(doc["meta"], rec)
     return pd.DataFrame(rows, columns=[c for c in table.STATS_COLUMNS if c != "schema_version"])
 
 

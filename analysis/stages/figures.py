@@ -83,10 +83,10 @@ def plot_ratio(fig_cfg: config.CountFigure, base: Series, series: list[Series], 
 
 
 def draw_counts(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, fig_dir: Path, source: Path) -> None:
-    """Every count figure of the sweep (the cycle figures only where gem5 rows exist) and the
-    ratio figure of each that has a baseline."""
+    """Every count figure of the sweep (those of a backend that may not run, gem5's cycle
+    figures, only where its rows exist) and the ratio figure of each that has a baseline."""
     vls = sorted(set(sweep.vector_lengths) | set(sweep.vls_vector_lengths))
-    for f in figures(sweep, has_gem5=bool((counts["backend"] == "gem5").any())):
+    for f in figures(sweep, set(counts["backend"])):
         series = [s for sel in f.series for s in select(counts, prov, sweep, sel, f)]
         if not series:
             raise ValueError(f"figure {f.name}: no data for its series in {source}")

@@ -20,13 +20,14 @@ import json
 import sys
 from pathlib import Path
 
+from analysis.backends.registry import REGISTRY
 from analysis.core import config, mpi, table
 from analysis.stages import explain
 from analysis.stages.checks import claim, perf_claims
 from analysis.stages.figures import draw_counts, plot_by_size
 from analysis.stages.plotplan import discussed_cells
 from analysis.stages.series import by_category
-from analysis.stages.summary import agreement, ratio_tables, stats_summary, write_summary
+from analysis.stages.summary import ratio_tables, stats_summary, write_summary
 
 
 def main_stats(ns: argparse.Namespace) -> int:
@@ -65,10 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         counts = by_category(table.read_counts(ns.counts))
         prov = table.read_provenance(ns.provenance)
         draw_counts(counts, prov, sweep, sweep.results_dir / "figures", ns.counts)
-        has_gem5 = bool((counts["backend"] == "gem5").any())
-        claims = [claim(c, counts, prov, sweep, has_gem5) for c in sweep.checks]
+        ran = set(counts["backend"])
+        claims = [claim(c, counts, prov, sweep, ran) for c in sweep.checks]
         explain.write_cells(sweep, counts, prov, discussed_cells(sweep), ns.summary.parent / "explain")
-        write_summary(claims, counts, ns.summary, sweep, agreement(counts))
+        write_summary(claims, counts, ns.summary, sweep, [ln for b in REGISTRY.values() for ln in b.report(counts)])
         extra = ratio_tables(counts, prov, sweep)
         if extra:
             with ns.summary.open("a") as out:

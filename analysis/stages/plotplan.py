@@ -7,8 +7,10 @@ time on a no-op re-run; measured.)
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
+from analysis.backends.registry import REGISTRY
 from analysis.core import config
 
 
@@ -32,9 +34,10 @@ class Cell:
         return f"{self.kernel}-{self.variant}{op}-{self.dtype}-{self.build}-{self.cpu_model}-{self.compiler}-{self.backend}-vl{self.vl}-{self.size}"
 
 
-def figures(sweep: config.Sweep, has_gem5: bool) -> list[config.CountFigure]:
-    """The configured figures; the cycle figures only when there are gem5 rows."""
-    return [f for f in sweep.figures if has_gem5 or not f.is_gem5]
+def figures(sweep: config.Sweep, ran: Collection[str]) -> list[config.CountFigure]:
+    """The configured figures; those of a backend that may not run (Backend.NOT_RUN: gem5's cycle
+    figures) only when it ran (`ran`: the backends that did, or whose jobs are planned)."""
+    return [f for f in sweep.figures if f.backend in ran or REGISTRY[f.backend].NOT_RUN is None]
 
 
 def discussed_cells(sweep: config.Sweep) -> list[Cell]:

@@ -3,9 +3,10 @@ checksum and against the plan of its job before any number of it reaches the tab
 
 A raw file (docs/contracts.md 3, written by `analysis.backends.write_raw`) must be complete
 JSON, carry the checksum of its own content, hold exactly the runs its job plans (VL, size,
-op, dtype), with every count an integer, the instruction classes summing to the total, the
-SVE classes to the SVE count, and balanced markers. Anything else is an error naming the file
-and the fix; nothing is collected from it.
+op, dtype), each at the VL asked for and in the shape its backend writes (Backend.check_record:
+the counting clients' records with every count an integer, the instruction classes summing to
+the total, the SVE classes to the SVE count, and balanced markers). Anything else is an error
+naming the file and the fix; nothing is collected from it.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.backends import content_sha256
+from analysis.backends import RecordError, content_sha256
+from analysis.backends.registry import REGISTRY
 from analysis.core import config
 
 FIX = "delete it and re-run the sweep, which recounts that job"
@@ -40,33 +42,8 @@ def read_raw(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _int(value: Any, where: str) -> int:
-    # bool is an int in Python but never a count.
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise RawError(f"{where} is {value!r}, not a count")
-    return value
-
-
-def _check_counts(part: Any, where: str) -> None:
-    if not isinstance(part, dict):
-        raise RawError(f"{where} is {part!r}, not a count record (markers missing or unbalanced?)")
-    total = _int(part.get("total"), f"{where}.total")
-    classes = part.get("classes")
-    if classes is None:  # ArmIE reports no classes
-        return
-    if not isinstance(classes, dict) or not classes:
-        raise RawError(f"{where}.classes is {classes!r}, not a table of class counts")
-    counts = {c: _int(n, f"{where}.classes.{c}") for c, n in classes.items()}
-    if sum(counts.values()) != total:
-        raise RawError(f"{where}: the classes sum to {sum(counts.values())}, not to the total {total}")
-    if part.get("sve") is not None:
-        sve = _int(part["sve"], f"{where}.sve")
-        in_sve = sum(n for c, n in counts.items() if c.startswith("sve_"))
-        if in_sve != sve:
-            raise RawError(f"{where}: the SVE classes sum to {in_sve}, not to the SVE count {sve}")
-
-
-def _check_run(run: Any, where: str, sve: bool = True) -> None:
+def _check_run(run: Any, where: str, backend: str, sve: bool = True) -> None:
+    """The cell and VL every record carries, then what its backend writes (Backend.check_record)."""
     if not isinstance(run, dict):
         raise RawError(f"{where} is not a run record")
     for key, kind in (("vl", int), ("size", int), ("op", str), ("dtype", str), ("vl_seen", int)):
@@ -76,31 +53,10 @@ def _check_run(run: Any, where: str, sve: bool = True) -> None:
     asked = run["vl"] if sve else 0
     if run["vl_seen"] != asked:
         raise RawError(f"{where}: ran at VL {run['vl_seen']}, not the {asked} asked for")
-    if "gem5" in run:
-        if not isinstance(run["gem5"], dict) or not all(isinstance(v, (int, float)) for v in run["gem5"].values()):
-            raise RawError(f"{where}.gem5 is not a table of numbers")
-        return
-    if "inscount" not in run:
-        raise RawError(f"{where} has neither inscount nor gem5 counts")
-    for client in ("inscount", "opcodes", "memory"):
-        data = run.get(client)
-        if data is None:
-            continue
-        markers = data.get("markers") if isinstance(data, dict) else None
-        if markers is not None and markers.get("balanced") is not True:
-            raise RawError(f"{where}.{client}: ROI markers unbalanced ({markers})")
-    ins = run["inscount"]
-    _check_counts(ins.get("whole"), f"{where}.inscount.whole")
-    _check_counts(ins.get("roi"), f"{where}.inscount.roi")
-    ops = (run.get("opcodes") or {}).get("roi")
-    if ops is not None:
-        n = 0
-        for e in ops:
-            if not isinstance(e, dict) or not isinstance(e.get("encoding"), str):
-                raise RawError(f"{where}.opcodes.roi holds {e!r}, not an encoding and its count")
-            n += _int(e.get("count"), f"{where}.opcodes.roi[{e['encoding']}]")
-        if n != ins["roi"]["total"]:
-            raise RawError(f"{where}: the opcode histogram sums to {n}, not to the ROI total {ins['roi']['total']}")
+    try:
+        REGISTRY[backend].check_record(run, where)
+    except RecordError as e:
+        raise RawError(str(e)) from None
 
 
 def check_plan(doc: dict[str, Any], path: Path, job: config.Job) -> None:
@@ -109,7 +65,7 @@ def check_plan(doc: dict[str, Any], path: Path, job: config.Job) -> None:
     sve = all(r.sve for r in job.runs)
     try:
         for i, run in enumerate(doc["runs"]):
-            _check_run(run, f"runs[{i}]", sve)
+            _check_run(run, f"runs[{i}]", job.binary.backend, sve)
     except RawError as e:
         raise RawError(f"raw file {path}: {e}; {FIX}") from None
     present = [(r["vl"], r["size"], r["op"], r["dtype"]) for r in doc["runs"]]

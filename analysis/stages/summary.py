@@ -1,16 +1,15 @@
 """The reports the plot stage writes: results/summary.md (the verdict table, every claim and its
-lines, the codegen reasons, gem5 against QEMU, the explained cells, linearity, the ratio tables)
+lines, the codegen reasons, the backends' own sections (gem5 against QEMU), the explained cells, linearity, the ratio tables)
 and results/perf_summary.md (machine, settings, the timing claims, every cell's statistics).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
 from analysis.backends import perf
-from analysis.backends.gem5 import MARKER_INSTRUCTIONS
 from analysis.core import config
 from analysis.stages.checks import Claim
 from analysis.stages.plotplan import discussed_cells
@@ -18,19 +17,6 @@ from analysis.stages.series import select
 
 # The metric a check compares when it names none, as the summary states it.
 CHECK_METRIC = config.schema_default(config.SWEEP_SCHEMA, "properties", "checks", "items", "properties", "metric")
-
-
-def agreement(counts: pd.DataFrame) -> pd.DataFrame:
-    """gem5's committed ROI instructions against QEMU's ROI count of the same kernel object,
-    VL and size (VLA build), minus the documented marker instructions: expected all zero."""
-    g = counts[(counts["backend"] == "gem5") & (counts["metric"] == "gem5.insts")]
-    q = counts[(counts["backend"] == "qemu") & (counts["metric"] == "roi.total") & (counts["build"] == "vla")
-               & (counts["cpu_model"] == "max")]
-    key = ["kernel", "variant", "op", "dtype", "compiler", "vl", "size"]
-    m = g.merge(q, on=key, suffixes=("_gem5", "_qemu"))
-    m["difference"] = m["value_gem5"] - m["value_qemu"] - MARKER_INSTRUCTIONS
-    return m[key + ["cpu_model_gem5", "value_gem5", "value_qemu", "difference"]].rename(
-        columns={"cpu_model_gem5": "system", "value_gem5": "gem5_insts", "value_qemu": "qemu_roi"})
 
 
 def verdict_table(claims: list[Claim]) -> list[str]:
@@ -69,7 +55,8 @@ def ratio_tables(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep) 
 
 
 def write_summary(claims: list[Claim], counts: pd.DataFrame, path: Path, sweep: config.Sweep,
-                  agree: pd.DataFrame | None = None) -> None:
+                  reports: Sequence[str] = ()) -> None:
+    """`reports`: the backends' own lines on their rows (Backend.report), after the reasons."""
     flags = counts[(counts["metric"] == "roi_net.nonlinear") & (counts["value"] == 1)]
     cells = discussed_cells(sweep)
     lines = [
@@ -105,17 +92,7 @@ def write_summary(claims: list[Claim], counts: pd.DataFrame, path: Path, sweep: 
         note = r.check.note
         lines.append(f"- **{r.check.id}** ({r.result}): {r.reason}." + (f" Note: {note}" if note else ""))
         lines += [f"  - hot loops, {x}" for x in r.loops]
-    if agree is not None and len(agree):
-        bad = agree[agree["difference"] != 0]
-        lines += ["", "## gem5 and QEMU agree on the ROI's instructions", "",
-                  f"gem5's committed ROI instructions minus QEMU's ROI count of the same kernel object, VL and size, "
-                  f"minus the {MARKER_INSTRUCTIONS} marker instructions only gem5's ROI holds (roi_end's two movs and "
-                  f"dump_stats): expected 0 everywhere; {len(agree) - len(bad)} of {len(agree)} cells agree.", "",
-                  "| kernel | variant | op | dtype | system | VL | size | gem5 | QEMU | difference |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for r in (bad if len(bad) else agree).itertuples():
-            lines.append(f"| {r.kernel} | {r.variant} | {r.op} | {r.dtype} | {r.system} | {r.vl} | {r.size} | "
-                         f"{r.gem5_insts} | {r.qemu_roi} | {r.difference} |")
+    lines += reports
     if cells:
         lines += ["", "## Cells explained (command lines, hot loop, functions, classes, opcodes)", ""]
         lines += [f"- [{c.kernel} {c.variant} VL {c.vl}](explain/{c.slug}.md)" for c in cells]
@@ -133,7 +110,7 @@ def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[
     lines_ = ["# perf measurements (native runs)", ""]
     lines_ += [f"- {m}" for m in messages]
     for meta in {(m["build"], m["cpu"]): m for m in metas}.values():
-        lines_.append(f"- build {meta['build']}: {meta['cpu']}; {meta['versions']['perf']}; "
+        lines_.append(f"- build {meta['build']}: {meta['cpu']}; {meta['versions'][meta['backend']]}; "
                       f"{meta['versions']['compiler.native']}; {meta['processes']} processes x {meta['calls']} calls "
                       f"(+{meta['warmup']} warm-up), pinned to CPU {meta['core']}")
     if metas:
