@@ -170,7 +170,7 @@ def validate_doc(doc: Any, schema_name: str, path: Path, fill_defaults: bool = F
 
 
 def filled(doc: Any, schema_name: str, *where: str) -> Any:
-    """`doc` checked against one part of a schema (say "properties", "perf") with that part's
+    """`doc` checked against one part of a schema (say "properties", "time_limit") with that part's
     defaults written in: for a caller that builds one section on its own (a test, a one-cell
     command) from what it states."""
     schema = load_schema(schema_name)

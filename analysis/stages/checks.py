@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from analysis.backends import perf
+from analysis.backends import perf_table  # perf.csv: its statuses
 from analysis.backends.registry import REGISTRY
 from analysis.core import config
 from analysis.stages import explain, verdict
@@ -126,7 +126,7 @@ def perf_claims(df: pd.DataFrame, section: config.PerfSection, table: config.Ker
         for vl in vls:
             def mean(sel: config.Selector) -> float | None:
                 d = match_stats(df, sel)
-                d = d[(d["metric"] == chk.metric) & (d["vl"] == vl) & (d["size"] == size) & (d["status"] == perf.OK)]
+                d = d[(d["metric"] == chk.metric) & (d["vl"] == vl) & (d["size"] == size) & (d["status"] == perf_table.OK)]
                 return float(d["mean"].iloc[0]) if len(d) == 1 else None
 
             num, den = mean(chk.numerator), mean(chk.denominator)

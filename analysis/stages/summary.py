@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from analysis.backends import perf
+from analysis.backends import perf_table  # perf.csv: its statuses
 from analysis.core import config
 from analysis.stages.checks import Claim
 from analysis.stages.plotplan import discussed_cells
@@ -115,7 +115,7 @@ def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[
                       f"(+{meta['warmup']} warm-up), pinned to CPU {meta['core']}")
     if metas:
         probe = metas[0]["events"]
-        bad = {e: s for e, s in probe.items() if s != perf.OK}
+        bad = {e: s for e, s in probe.items() if s != perf_table.OK}
         lines_.append("- events: " + ", ".join(f"{e} ({s})" if e in bad else e for e, s in probe.items()))
     if checks:
         lines_ += ["", "## The paper's claims (A64FX)", "", "| Fig. | claim | VL | ours | paper | verdict |", "|---|---|---:|---|---:|---|", *checks]
@@ -123,7 +123,7 @@ def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[
                "| kernel | variant | op/dtype | build | VL | size | metric | mean | std | min | max | unit |",
                "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---|"]
     # Events without a value are listed once above; the table keeps the measured rows.
-    for _, r in df[df["status"] == perf.OK].iterrows():
+    for _, r in df[df["status"] == perf_table.OK].iterrows():
         stats = [f"{r[k]:.4g}" for k in ("mean", "std", "min", "max")]
         opd = "" if r["op"] == config.NO_OP else f"{r['op']}/{r['dtype']}"
         lines_.append(f"| {r['kernel']} | {r['variant']} | {opd} | {r['build']} | {r['vl']} | {r['size']} | "
