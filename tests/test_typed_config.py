@@ -55,6 +55,7 @@ PAYLOADS = {
     ("KernelRow", "params"): "key=value arguments handed to the row's binaries as they are",
     ("KernelRow", "expect"): "codegen facts the tests assert; the one the harness reads (loop) is KernelRow.loop",
     ("Gem5System", "description"): "the system as the gem5 script reads it, handed over as it is",
+    ("Sweep", "sections"): "a backend's own section, read by that backend (the harness's own have typed sections)",
 }
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterator
 
 from analysis.backends import gem5, qemu
-from analysis.core import config, mpi, toolchain
+from analysis.core import backend_path, config, mpi, toolchain
 
 REPO = config.REPO
 SNAKEMAKE_DIR = REPO / ".snakemake"  # the workflow runs with --directory REPO
@@ -47,11 +47,12 @@ RECORD = ".uptodate.json"
 # run, the sources its rules build, the configs and schemas, gem5's script and the script that
 # says where gem5 is built.
 TREES = ("Snakefile", "rules", "analysis", "kernels", "armie_clients", "configs", "gem5_scripts", "setup/gem5.sh")
-# What the workflow and Snakemake read from the environment: gem5 (GEM5), the cache where gem5
+# What the workflow and Snakemake read from the environment: gem5 (GEM5), the user's backends
+# (HARNESS_BACKENDS_PATH, analysis.core.backend_path), the cache where gem5
 # and Open MPI 5 are built (HARNESS_CACHE, XDG_CACHE_HOME, HOME; HOME also for `~` in paths),
 # where tools and modules are found (PATH, PYTHONPATH, PYTHONHOME), the tools' language (their
 # version lines are stamps), and Snakemake's own settings (every SNAKEMAKE* variable).
-ENV = ("GEM5", "HARNESS_CACHE", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "HOME", "PATH", "PYTHONPATH", "PYTHONHOME",
+ENV = ("GEM5", backend_path.PATH_ENV, "HARNESS_CACHE", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "HOME", "PATH", "PYTHONPATH", "PYTHONHOME",
        "LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES")
 ENV_PREFIX = "SNAKEMAKE"
 # Debian's record of every installed package: it changes with any apt install, upgrade or removal.
@@ -68,7 +69,9 @@ def watch(sweep_file: str, sweep: config.Sweep) -> dict[str, list[str]]:
     # Paths as the sweep names them, links not followed: a link pointed elsewhere is a change
     # (identity and content follow it when the check runs).
     sweep_files = set(config.read_sweep(Path(sweep_file))[1])
-    named = {os.path.abspath(p) for p in (*sweep_files, *sweep.table_paths, config.GEM5_SYSTEMS)}
+    # The user's backends are Python the workflow runs, kept outside the trees.
+    user_backends = [p for folder in backend_path.folders() if folder.is_dir() for p in folder.iterdir() if p.is_file()]
+    named = {os.path.abspath(p) for p in (*sweep_files, *sweep.table_paths, config.GEM5_SYSTEMS, *user_backends)}
     sources = {os.path.abspath(mpi.SESSION_SOURCE)}
     for row in sweep.table.rows:
         sources.update(os.path.abspath(p) for p in (row.source, *row.extra_sources))

@@ -28,7 +28,7 @@ from analysis.core.model import (  # re-exported: config.X is the way in
 from analysis.core import model
 from analysis.core.run import Run  # (its own module, for the count jobs; config.Run names it as before)
 from analysis.core.schema import (  # re-exported: config.X is the way in
-    REPO, SCHEMA_DIR, SWEEP_SCHEMA, ConfigError, base_dir, filled, read_yaml, resolve_path, schema_message, strict_validator,
+    REPO, SCHEMA_DIR, SWEEP_SCHEMA, ConfigError, backend_sections, base_dir, filled, read_yaml, resolve_path, schema_message, strict_validator,
     schema_default, validate_doc,
 )
 from analysis.core.validate import ROW_FACTORS, condition_doc, condition_factors, selection  # re-exported: config.X is the way in
@@ -168,6 +168,7 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         linearity_check=raw["linearity_check"], selections=selections, figures=[], checks=[],
         time_limits=TimeLimits(**raw["time_limit"]), gem5=gem5, perf=perf,
         regression=regression_section(raw["regression"]) if "regression" in raw else None,
+        sections={name: raw[name] for name in backend_sections() if raw.get(name) is not None},
     )
     validate.figures(sweep, raw["figures"])
     validate.checks(sweep, raw["checks"])

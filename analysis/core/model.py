@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -259,6 +259,9 @@ class Sweep:
     gem5: Gem5Section | None = None
     perf: PerfSection | None = None
     regression: RegressionSection | None = None
+    # Each backend's section as the sweep file states it (its schema's defaults written in), by
+    # backend name: what a backend without a typed section above reads (docs/extending/backend.md).
+    sections: dict[str, Any] = field(default_factory=dict)
 
     def builds(self) -> list[str]:
         return ["vla"] + [f"vls{n}" for n in self.vls_vector_lengths]

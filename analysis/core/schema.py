@@ -79,6 +79,12 @@ def sweep_schema() -> dict[str, Any]:
     return doc
 
 
+def backend_sections() -> list[str]:
+    """The backends with a section of their own in the sweep file (its top-level key is the name)."""
+    base = _read_schema(SCHEMA_DIR / SWEEP_SCHEMA)["properties"]
+    return [name for name in sweep_schema()["properties"] if name not in base]
+
+
 def _backend_part(place: backend_path.Place) -> dict[str, Any]:
     """A backend's part of the sweep file ({listed: what it is} when it has no schema file)."""
     if not place.schema.exists():

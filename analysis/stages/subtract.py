@@ -19,6 +19,8 @@ NET_PREFIX = {"roi.": "roi_net.", "whole.": "whole_net."}
 def net_rows(raw: pd.DataFrame) -> pd.DataFrame:
     """Net metrics for every measured size > 0 whose cell also ran at size 0."""
     raw = raw[raw["metric"].str.startswith(tuple(NET_PREFIX))]
+    if raw.empty:  # a backend that counts no instructions (gem5 alone, a user's): nothing to subtract
+        return raw
     wide = raw.pivot_table(index=CELL + ["metric"], columns="size", values="value", aggfunc="first", fill_value=0)
     if 0 not in wide.columns:
         raise ValueError("no baseline run (size 0) in the raw counts: cannot subtract")
