@@ -37,9 +37,11 @@ TEMPLATE = jinja2.Template("""<!DOCTYPE html>
 <title>{{ title }}</title>
 <style>
 body { font-family: sans-serif; max-width: 75em; margin: 1em auto; padding: 0 1em; line-height: 1.4; }
-table { border-collapse: collapse; font-size: 90%; }
+/* A table wider than the column (perf's every-cell table in a narrow window) scrolls in its own
+   box rather than running past the page's edge. */
+table { border-collapse: collapse; font-size: 90%; display: block; max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
-figure { margin: 2em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figure { margin: 2em 0; } figure img { max-width: 100%; height: auto; box-sizing: border-box; border: 1px solid #eee; }
 figcaption { font-size: 95%; color: #333; }
 pre, code { font-size: 90%; } pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; }
 .wide { overflow-x: auto; } .wide td { white-space: nowrap; }
