@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.commands.bench import LOAD_PROBE, TARGETS, load_seconds, page_load
+from analysis.commands.bench import TARGETS
+from analysis.commands.report import LOAD_PROBE, load_seconds, page_load
 from conftest import PY, REPO
 
 SMALL = REPO / "tests" / "configs" / "perf_host.yaml"  # counts and host perf baselines, small sizes

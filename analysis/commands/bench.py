@@ -33,7 +33,6 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import resource
 import shutil
 import statistics
@@ -59,18 +58,6 @@ REPO = config.REPO
 # figure beside its own. The default sweep has two: its wall and its CPU seconds.
 TARGETS = {"default_s": 45.0, "default_cpu_s": 80.0, "rerun_noop_s": 1.0, "regression_set_s": 10.0, "gem5_s": 1800.0,
            "overhead_ratio": 1.05, "full_matrix_s": 80.0, "report_load_s": 2.0, "report_bytes": 1.5e6}
-# Appended to a copy of report.html: on the load event (every image that loads has loaded) the page
-# writes the milliseconds since navigation began into itself, where chromium's --dump-dom shows them.
-LOAD_PROBE = """<script>
-window.addEventListener("load", () => {
-  const pre = document.createElement("pre");
-  pre.id = "load-ms";
-  pre.textContent = String(performance.now());
-  document.body.appendChild(pre);
-});
-</script>
-"""
-LOAD_MS = re.compile(r'<pre id="load-ms">([0-9.]+)</pre>')
 
 def config_hash(path: Path) -> str:
     sweep = config.load(path)
@@ -256,30 +243,6 @@ def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, sweeps: 
     return out
 
 
-def load_seconds(dom: str) -> float:
-    """The load time a page carrying LOAD_PROBE wrote into its dumped DOM, in seconds."""
-    m = LOAD_MS.search(dom)
-    if m is None:
-        raise ValueError("the page recorded no load time: chromium did not reach its load event")
-    return float(m.group(1)) / 1000
-
-
-def page_load(page: Path, chromium: str) -> float:
-    """Seconds from navigation to the load event of `page` in headless chromium (its start-up
-    not included), loaded as a copy beside it so that its relative links resolve."""
-    probed = page.with_name(f"{page.stem}-load{page.suffix}")
-    probed.write_text(page.read_text().replace("</body>", LOAD_PROBE + "</body>"))
-    try:
-        # A profile of its own: a chromium already running on the default one would take the page over.
-        with tempfile.TemporaryDirectory() as profile:
-            proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
-                                   f"--user-data-dir={profile}", "--dump-dom", probed.as_uri()],
-                                  capture_output=True, text=True, timeout=120)
-    finally:
-        probed.unlink()
-    return load_seconds(proc.stdout)
-
-
 def report_figure(cfg: str, work: Path, repeats: int = 3) -> dict[str, Any]:
     """The sweep's report.html written from its results under `work` (counts and perf): its size,
     and chromium's load time where chromium is installed."""
@@ -293,7 +256,7 @@ def report_figure(cfg: str, work: Path, repeats: int = 3) -> dict[str, Any]:
         print("report load time: skipped (chromium is not installed: ./harness test installs it)", flush=True)
         out["met"] = size <= TARGETS["report_bytes"]
         return out
-    loads = [page_load(page, chromium) for _ in range(repeats)]
+    loads = [report_page.page_load(page, chromium) for _ in range(repeats)]
     out.update(load_s=round(statistics.median(loads), 3), loads_s=[round(x, 3) for x in loads],
                met=size <= TARGETS["report_bytes"] and statistics.median(loads) <= TARGETS["report_load_s"])
     return out

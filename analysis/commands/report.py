@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import html
 import re
+import subprocess
+import tempfile
 from pathlib import Path
 
 import jinja2
@@ -29,6 +31,19 @@ from analysis.core import config, files, table
 NAME = "report.html"
 # summary.md links each explained cell as explain/<slug>.md: on the page it is a section.
 EXPLAIN_LINK = re.compile(r'href="explain/([^"/]+)\.md"')
+# Appended to a copy of the page by page_load (./harness bench times it): on the load event (every
+# image that loads has loaded) the page writes the milliseconds since navigation began into itself,
+# where chromium's --dump-dom shows them.
+LOAD_PROBE = """<script>
+window.addEventListener("load", () => {
+  const pre = document.createElement("pre");
+  pre.id = "load-ms";
+  pre.textContent = String(performance.now());
+  document.body.appendChild(pre);
+});
+</script>
+"""
+LOAD_MS = re.compile(r'<pre id="load-ms">([0-9.]+)</pre>')
 
 TEMPLATE = jinja2.Template("""<!DOCTYPE html>
 <html lang="en">
@@ -176,3 +191,27 @@ def write(sweep: config.Sweep) -> Path:
     out = sweep.results_dir / NAME
     files.write_text_atomic(out, build(sweep))
     return out
+
+
+def load_seconds(dom: str) -> float:
+    """The load time a page carrying LOAD_PROBE wrote into its dumped DOM, in seconds."""
+    m = LOAD_MS.search(dom)
+    if m is None:
+        raise ValueError("the page recorded no load time: chromium did not reach its load event")
+    return float(m.group(1)) / 1000
+
+
+def page_load(page: Path, chromium: str) -> float:
+    """Seconds from navigation to the load event of `page` in headless chromium (its start-up
+    not included), loaded as a copy beside it so that its relative links resolve."""
+    probed = page.with_name(f"{page.stem}-load{page.suffix}")
+    probed.write_text(page.read_text().replace("</body>", LOAD_PROBE + "</body>"))
+    try:
+        # A profile of its own: a chromium already running on the default one would take the page over.
+        with tempfile.TemporaryDirectory() as profile:
+            proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+                                   f"--user-data-dir={profile}", "--dump-dom", probed.as_uri()],
+                                  capture_output=True, text=True, timeout=120)
+    finally:
+        probed.unlink()
+    return load_seconds(proc.stdout)
