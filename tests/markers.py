@@ -98,6 +98,8 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "harness": (),
     "read_only_dir": (),
     "full_disk": (),
+    # test_figures.py
+    "drawn": (SLOW,),  # every figure of the default plan drawn: about 10 s
     # test_gem5_setup.py
     "env": (),
     # test_install.py

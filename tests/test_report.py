@@ -56,15 +56,48 @@ window.addEventListener("load", () => {
 """
 
 
-def in_browser(page: Path) -> dict[str, list]:
+# Runs when the page has loaded: every element whose text runs out of its box (its content is
+# wider than it, and it does not scroll), or whose box sticks out of the page's column (a table
+# wider than the page), and every image drawn wider than the file is (upscaled) or than its
+# figure. Elements inside a scrolling box (a <pre>, the .wide tables) may be as wide as they are.
+OVERFLOW_CHECKER = """<script>
+window.addEventListener("load", () => {
+  const out = {overflows: [], images: []};
+  const column = document.body.getBoundingClientRect();
+  const scrolls = (el) => ["auto", "scroll"].includes(getComputedStyle(el).overflowX);
+  const name = (el) => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + ": " + el.textContent.trim().slice(0, 60);
+  for (const el of document.body.querySelectorAll("*")) {
+    if (["SCRIPT", "STYLE"].includes(el.tagName)) continue;
+    let inside = false;
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) if (scrolls(a)) inside = true;
+    if (inside) continue;
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 && box.height === 0) continue;
+    if (!scrolls(el) && el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1) out.overflows.push("text wider than its box: " + name(el));
+    if (box.right > column.right + 1 || box.left < column.left - 1) out.overflows.push("out of the page's column: " + name(el));
+  }
+  for (const img of document.images) {
+    const box = img.getBoundingClientRect(), parent = img.parentElement.getBoundingClientRect();
+    out.images.push([img.alt, img.naturalWidth, img.clientWidth, img.clientWidth <= img.naturalWidth && box.right <= parent.right + 1]);
+  }
+  const pre = document.createElement("pre");
+  pre.id = "verdict";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>
+"""
+
+
+def in_browser(page: Path, checker: str = CHECKER) -> dict[str, list]:
     """Load a copy of the page with the checker, beside the original (same relative links)."""
     checked = page.with_name("report-check.html")
-    checked.write_text(page.read_text().replace("</body>", CHECKER + "</body>"))
+    checked.write_text(page.read_text().replace("</body>", checker + "</body>"))
     # A profile of its own: a chromium already running on the default profile would take the
     # page over and this one would exit without rendering it.
     with tempfile.TemporaryDirectory() as profile:
         proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
-                               f"--user-data-dir={profile}", "--virtual-time-budget=20000", "--dump-dom",
+                               f"--user-data-dir={profile}", "--virtual-time-budget=20000", "--window-size=800,600", "--dump-dom",
                                checked.as_uri()], capture_output=True, text=True, timeout=120)
     checked.unlink()
     m = re.search(r'<pre id="verdict">(.*?)</pre>', proc.stdout, re.S)
@@ -137,3 +170,34 @@ def test_the_browser_check_can_fail(reported: Path, tmp_path: Path) -> None:
     assert [ok for _, ok in verdict["images"]] == [False, True]
     links = dict(verdict["links"])
     assert links["missing.csv"] is False and links["#nowhere"] is False
+
+
+@pytest.mark.slow
+@pytest.mark.needs_chromium
+def test_no_text_overflows_its_box_in_chromium(reported: Path) -> None:
+    """In a small window (800 x 600), every text stays in its box and the page's column, and every
+    figure is drawn at most as wide as its file and its figure: a wide table scrolls in its own box."""
+    verdict = in_browser(reported / "report.html", OVERFLOW_CHECKER)
+    assert verdict["overflows"] == []
+    assert len(verdict["images"]) == 2 and all(ok for *_, ok in verdict["images"]), verdict["images"]
+
+
+@pytest.mark.slow
+@pytest.mark.needs_chromium
+def test_the_overflow_check_can_fail(reported: Path) -> None:
+    """A copy with a word too long for its paragraph, a block wider than the page and a figure
+    drawn at twice its file's width: all three are caught."""
+    broken = reported / "report-overflow.html"
+    page = (reported / "report.html").read_text()
+    page = page.replace("<h2 id=\"files\">", '<p id="planted-word">' + "x" * 400 + '</p><div id="planted-block" '
+                        'style="width: 3000px">wide</div><h2 id="files">', 1)
+    page = page.replace('loading="lazy">', 'loading="lazy" style="width: 1920px; max-width: none">', 1)
+    broken.write_text(page)
+    try:
+        verdict = in_browser(broken, OVERFLOW_CHECKER)
+    finally:
+        broken.unlink()
+    found = "\n".join(verdict["overflows"])
+    assert "text wider than its box: p#planted-word" in found
+    assert "out of the page's column: div#planted-block" in found
+    assert [ok for *_, ok in verdict["images"]] == [False, True]

@@ -23,7 +23,9 @@ with other work the wall time says little, the CPU time stays comparable.
    local run, and their re-run with nothing changed (--skip-slurm-default: the tiny one only);
 9. the full reduction op x dtype matrix (configs/full.yaml, target <= 80 s), unless --skip-full;
 10. the Open MPI 5 build time (from its stamp) and the MPI sweep from a clean tree, with the
-   MPI libraries that are here.
+   MPI libraries that are here;
+11. the default sweep's report.html: its size in bytes (target <= 1.5 MB) and how long chromium
+   takes to open it, from navigation to the load event, median of 3 (target <= 2 s).
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ import yaml
 
 from analysis.backends import Bench, perf, qemu
 from analysis.backends.registry import REGISTRY
+from analysis.commands import report as report_page
 from analysis.commands.guard import snakemake_cmd
 from analysis.core import config, mpi
 from analysis.core.table import read_counts
@@ -56,7 +59,7 @@ REPO = config.REPO
 # The environment that hides the backends that can be hidden (gem5: GEM5=none): the counts timed alone.
 HIDDEN = {k: v for b in REGISTRY.values() for k, v in b.HIDE_ENV.items()}
 TARGETS = {"default_s": 45.0, "default_cpu_s": 80.0, "rerun_noop_s": 1.0, "regression_set_s": 10.0, "gem5_s": 1800.0,
-           "overhead_ratio": 1.05, "full_matrix_s": 80.0}
+           "overhead_ratio": 1.05, "full_matrix_s": 80.0, "report_load_s": 2.0, "report_bytes": 1.5e6}
 
 def config_hash(path: Path) -> str:
     sweep = config.load(path)
@@ -222,6 +225,25 @@ def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, sweeps: 
     return out
 
 
+def report_figure(cfg: str, work: Path, repeats: int = 3) -> dict[str, Any]:
+    """The sweep's report.html written from its results under `work` (counts and perf): its size,
+    and chromium's load time where chromium is installed."""
+    sweep = config.load(REPO / cfg, {"results_dir": str(work / "results"), "build_dir": str(work / "build")})
+    page = report_page.write(sweep)
+    size = page.stat().st_size
+    out: dict[str, Any] = {"bytes": size, "target_bytes": TARGETS["report_bytes"], "load_s": None,
+                           "target_s": TARGETS["report_load_s"]}
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        print("report load time: skipped (chromium is not installed: ./harness test installs it)", flush=True)
+        out["met"] = size <= TARGETS["report_bytes"]
+        return out
+    loads = [report_page.page_load(page, chromium) for _ in range(repeats)]
+    out.update(load_s=round(statistics.median(loads), 3), loads_s=[round(x, 3) for x in loads],
+               met=size <= TARGETS["report_bytes"] and statistics.median(loads) <= TARGETS["report_load_s"])
+    return out
+
+
 def mpi_timings(work: Path, cores: int) -> dict[str, Any]:
     """The Open MPI 5 build time (setup/ompi5.sh writes it into its stamp) and the MPI sweep
     (configs/mpi.yaml) from a clean tree, restricted to the rows whose library is here: each
@@ -306,6 +328,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"regression set (./harness regress), clean tree: {g['seconds']} s "
               f"({verdict(g['seconds'], g['target_s'])}; counts {'match' if rc == 0 else 'MOVED'})", flush=True)
         report.update(backend_parts(ns.config, work / "default", ns.cores))
+        rp = report["report"] = report_figure(ns.config, work / "default")
+        print(f"report.html of the default sweep: {rp['bytes']:,} bytes ({verdict(rp['bytes'], rp['target_bytes'], 'size')})"
+              + (f"; chromium opens it in {rp['load_s']} s, the median of {', '.join(map(str, rp['loads_s']))} s "
+                 f"({verdict(rp['load_s'], rp['target_s'])})" if rp["load_s"] is not None else ""), flush=True)
         report["memcpy_family"] = mf = memcpy_family(ns.memcpy_config, work / "memcpy", ns.cores)
         print(f"memcpy family sweep, clean tree: counts {mf['counts_s']} s for {mf['runs']} runs"
               + (f", perf {mf['perf_s']} s for {mf['perf_processes']} processes" if "perf_s" in mf else ""), flush=True)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import html
 import re
+import subprocess
+import tempfile
 from pathlib import Path
 
 import jinja2
@@ -29,6 +31,19 @@ from analysis.core import config, files, table
 NAME = "report.html"
 # summary.md links each explained cell as explain/<slug>.md: on the page it is a section.
 EXPLAIN_LINK = re.compile(r'href="explain/([^"/]+)\.md"')
+# Appended to a copy of the page by page_load (./harness bench times it): on the load event (every
+# image that loads has loaded) the page writes the milliseconds since navigation began into itself,
+# where chromium's --dump-dom shows them.
+LOAD_PROBE = """<script>
+window.addEventListener("load", () => {
+  const pre = document.createElement("pre");
+  pre.id = "load-ms";
+  pre.textContent = String(performance.now());
+  document.body.appendChild(pre);
+});
+</script>
+"""
+LOAD_MS = re.compile(r'<pre id="load-ms">([0-9.]+)</pre>')
 
 TEMPLATE = jinja2.Template("""<!DOCTYPE html>
 <html lang="en">
@@ -37,9 +52,11 @@ TEMPLATE = jinja2.Template("""<!DOCTYPE html>
 <title>{{ title }}</title>
 <style>
 body { font-family: sans-serif; max-width: 75em; margin: 1em auto; padding: 0 1em; line-height: 1.4; }
-table { border-collapse: collapse; font-size: 90%; }
+/* A table wider than the column (perf's every-cell table in a narrow window) scrolls in its own
+   box rather than running past the page's edge. */
+table { border-collapse: collapse; font-size: 90%; display: block; max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
-figure { margin: 2em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figure { margin: 2em 0; } figure img { max-width: 100%; height: auto; box-sizing: border-box; border: 1px solid #eee; }
 figcaption { font-size: 95%; color: #333; }
 pre, code { font-size: 90%; } pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; }
 .wide { overflow-x: auto; } .wide td { white-space: nowrap; }
@@ -174,3 +191,27 @@ def write(sweep: config.Sweep) -> Path:
     out = sweep.results_dir / NAME
     files.write_text_atomic(out, build(sweep))
     return out
+
+
+def load_seconds(dom: str) -> float:
+    """The load time a page carrying LOAD_PROBE wrote into its dumped DOM, in seconds."""
+    m = LOAD_MS.search(dom)
+    if m is None:
+        raise ValueError("the page recorded no load time: chromium did not reach its load event")
+    return float(m.group(1)) / 1000
+
+
+def page_load(page: Path, chromium: str) -> float:
+    """Seconds from navigation to the load event of `page` in headless chromium (its start-up
+    not included), loaded as a copy beside it so that its relative links resolve."""
+    probed = page.with_name(f"{page.stem}-load{page.suffix}")
+    probed.write_text(page.read_text().replace("</body>", LOAD_PROBE + "</body>"))
+    try:
+        # A profile of its own: a chromium already running on the default one would take the page over.
+        with tempfile.TemporaryDirectory() as profile:
+            proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+                                   f"--user-data-dir={profile}", "--dump-dom", probed.as_uri()],
+                                  capture_output=True, text=True, timeout=120)
+    finally:
+        probed.unlink()
+    return load_seconds(proc.stdout)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from matplotlib import colormaps
+from matplotlib.colors import to_hex
 
 from analysis.backends import perf
 from analysis.core import config
@@ -18,6 +20,11 @@ from analysis.stages.series import Series, match_stats, select
 # The y axis of a count figure that declares no ylabel.
 ROI_NET_LABEL = "instructions in ROI, n minus baseline (roi_net)"
 LINESTYLES = ["-", "--", ":", "-."]
+# Series colours: tab10's ten, then Dark2's eight for the figures with more lines (the memcpy
+# family); series_colours hands them out.
+PALETTE = [to_hex(c) for c in (*colormaps["tab10"].colors, *colormaps["Dark2"].colors)]
+# Characters per title line: a 10 pt title over the axes of the 8-inch figure holds about 95.
+TITLE_WIDTH = 90
 SIZE_YLABEL = {"time": "time per call (us), mean and std over processes", "bandwidth": "bandwidth (GB/s), (read + write) / time"}
 
 
@@ -32,6 +39,42 @@ def _pyplot() -> Any:
     return plt
 
 
+def colour_key(s: Series) -> tuple[str, str, str, str]:
+    """What a series' colour stands for: kernel, variant, op and dtype. The compiler is left
+    out: a figure reads one compiler's objects, and the GCC and clang figures read alike. The
+    kernel stays in: pack and unpack coincide exactly, and a dashed line over a solid one of the
+    same colour would hide that there are two."""
+    return (s.kernel, s.variant, s.op, s.dtype)
+
+
+def series_colours(groups: list[list[Series]]) -> dict[tuple[str, str, str, str], str]:
+    """One colour per series identity (colour_key) for every figure of the sweep, decided once
+    so that a figure and its ratio companion agree: each identity, in the order they first
+    appear, takes the first colour of PALETTE that no identity sharing a figure with it holds.
+    Colours repeat only across figures that never meet, so the first colours serve most."""
+    neighbours: dict[tuple[str, str, str, str], set[tuple[str, str, str, str]]] = {}
+    for group in groups:
+        keys = list(dict.fromkeys(colour_key(s) for s in group))  # in order: the same colours every run
+        for k in keys:
+            neighbours.setdefault(k, set()).update(set(keys) - {k})
+    colours: dict[tuple[str, str, str, str], str] = {}
+    for i, key in enumerate(neighbours):
+        held = {colours[n] for n in neighbours[key] if n in colours}
+        colours[key] = next((c for c in PALETTE if c not in held), PALETTE[i % len(PALETTE)])
+    return colours
+
+
+def line_styles(series: list[Series]) -> dict[str, str]:
+    """Kernels of one figure (pack, unpack) can coincide exactly: one line style per kernel, the
+    same in the figure and its ratio companion."""
+    return {k: LINESTYLES[i % len(LINESTYLES)] for i, k in enumerate(dict.fromkeys(s.kernel for s in series))}
+
+
+def series_id(s: Series) -> str:
+    """The line's gid: which series it draws (tests/test_figures.py reads it back)."""
+    return f"{s.compiler}/{s.kernel}/{s.variant}/{s.op}/{s.dtype}"
+
+
 def _axes_vl(ax: Any, vls: list[int]) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(vls)
@@ -40,52 +83,66 @@ def _axes_vl(ax: Any, vls: list[int]) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def plot_figure(fig_cfg: config.CountFigure, series: list[Series], out: Path, vls: list[int]) -> None:
-    # Kernels of one figure (pack, unpack) can coincide exactly: one line style per kernel.
-    style = {k: LINESTYLES[i % len(LINESTYLES)] for i, k in enumerate(dict.fromkeys(s.kernel for s in series))}
+def _title(text: str) -> str:
+    # A title longer than the axes are wide runs past the figure's edge and is cut off in the
+    # PNG (the Fig. 4 ratio titles): wrapped, the layout makes room for its lines.
+    return textwrap.fill(text, TITLE_WIDTH)
+
+
+def _height(axes: float, entries: int) -> float:
+    """The figure's height: the axes' inches plus the legend's below them (its entries and its
+    title at 7 pt), so that a long legend (the IPC figure's 17 lines) stays inside the figure."""
+    return axes + 0.16 * (entries + 1) + 0.2
+
+
+def count_figure(fig_cfg: config.CountFigure, series: list[Series], vls: list[int],
+                 colours: dict[tuple[str, str, str, str], str]) -> Any:
+    """A count figure (a metric against VL, one line per series) as a matplotlib Figure."""
+    style = line_styles(series)
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 6))
+    fig, ax = plt.subplots(figsize=(8, _height(4.5, len(series))), layout="constrained")
     scale = fig_cfg.scale
     for s in series:
-        (line,) = ax.plot(s.vla.index, s.vla.values / scale, marker="o", ms=3, label=s.label, ls=style[s.kernel],
-                          lw=2.2 if s.role != "extra" else 1.2)
+        colour = colours[colour_key(s)]
+        ax.plot(s.vla.index, s.vla.values / scale, marker="o", ms=3, label=s.label, ls=style[s.kernel],
+                lw=2.2 if s.role != "extra" else 1.2, color=colour, gid=series_id(s))
         if len(s.vls):
-            ax.plot(s.vls.index, s.vls.values / scale, ls="none", marker="s", mfc="none", color=line.get_color(), ms=7)
+            ax.plot(s.vls.index, s.vls.values / scale, ls="none", marker="s", mfc="none", color=colour, ms=7)
     ax.set_yscale("log" if scale == 1 else "linear")
     ax.set_ylabel(fig_cfg.ylabel or ROI_NET_LABEL)
-    ax.set_title(fig_cfg.title, fontsize=10)
+    ax.set_title(_title(fig_cfg.title), fontsize=10)
     _axes_vl(ax, vls)
-    ax.legend(fontsize=7, title="lines: VLA build; squares: VLS build", title_fontsize=7,
-              loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    fig.legend(fontsize=7, title=f"{fig_cfg.compiler} objects; lines: VLA build; squares: VLS build", title_fontsize=7,
+               loc="outside lower center", ncol=1, frameon=False)
+    return fig
 
 
-def plot_ratio(fig_cfg: config.CountFigure, base: Series, series: list[Series], out: Path, vls: list[int]) -> None:
+def ratio_figure(fig_cfg: config.CountFigure, base: Series, series: list[Series], vls: list[int],
+                 colours: dict[tuple[str, str, str, str], str]) -> Any:
+    """The ratio companion (baseline / series per VL): each line in its count figure's colour and style."""
+    style = line_styles(series)
+    shown = [s for s in series if (s.kernel, s.variant, s.op, s.dtype) != (base.kernel, base.variant, base.op, base.dtype)]
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 6))
-    for s in series:
-        if s is base or (s.kernel, s.variant, s.op, s.dtype) == (base.kernel, base.variant, base.op, base.dtype):
-            continue
+    fig, ax = plt.subplots(figsize=(8, _height(4.5, len(shown))), layout="constrained")
+    for s in shown:
         ratio = (base.vla / s.vla).dropna()
-        ax.plot(ratio.index, ratio.values, marker="o", ms=3, label=s.label)
+        ax.plot(ratio.index, ratio.values, marker="o", ms=3, label=s.label, ls=style[s.kernel],
+                color=colours[colour_key(s)], gid=series_id(s))
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_yscale("log")
     ax.set_ylabel(f"{fig_cfg.metric} ratio: {base.variant} / variant")
-    ax.set_title(f"{fig_cfg.title}: ratio to {base.kernel} {base.variant}", fontsize=10)
+    ax.set_title(_title(f"{fig_cfg.title}: ratio to {base.kernel} {base.variant}"), fontsize=10)
     _axes_vl(ax, vls)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    fig.legend(fontsize=7, title=f"{fig_cfg.compiler} objects", title_fontsize=7, loc="outside lower center",
+               frameon=False)
+    return fig
 
 
-def draw_counts(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, fig_dir: Path, source: Path) -> None:
-    """Every count figure of the sweep (those of a backend that may not run, gem5's cycle
-    figures, only where its rows exist) and the ratio figure of each that has a baseline."""
+def count_figures(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, source: Path) -> list[tuple[str, Any]]:
+    """(file stem, Figure) of every count figure of the sweep (the cycle figures only where gem5
+    rows exist) and of the ratio figure of each that has a baseline."""
     vls = sorted(set(sweep.vector_lengths) | set(sweep.vls_vector_lengths))
+    plan: list[tuple[config.CountFigure, list[Series], Series | None]] = []
     for f in figures(sweep, set(counts["backend"])):
         series = [s for sel in f.series for s in select(counts, prov, sweep, sel, f)]
         if not series:
@@ -93,12 +150,29 @@ def draw_counts(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, f
         if len({s.kernel for s in series}) > 1:
             for s in series:
                 s.label = f"{s.kernel}: {s.label}"
-        plot_figure(f, series, fig_dir / f"{f.name}.png", vls)
+        base = None
         if f.baseline is not None:
-            base = select(counts, prov, sweep, f.baseline, f)
-            if len(base) != 1:
-                raise ValueError(f"figure {f.name}: baseline selects {len(base)} series (need one)")
-            plot_ratio(f, base[0], series, fig_dir / f"{f.name}_ratio.png", vls)
+            found = select(counts, prov, sweep, f.baseline, f)
+            if len(found) != 1:
+                raise ValueError(f"figure {f.name}: baseline selects {len(found)} series (need one)")
+            base = found[0]
+        plan.append((f, series, base))
+    colours = series_colours([series for _, series, _ in plan])
+    out = []
+    for f, series, base in plan:
+        out.append((f.name, count_figure(f, series, vls, colours)))
+        if base is not None:
+            out.append((f"{f.name}_ratio", ratio_figure(f, base, series, vls, colours)))
+    return out
+
+
+def draw_counts(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, fig_dir: Path, source: Path) -> None:
+    """Every count figure of the sweep and its ratio figure, as PNG files in fig_dir."""
+    plt = _pyplot()
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    for name, fig in count_figures(counts, prov, sweep, source):
+        fig.savefig(fig_dir / f"{name}.png", dpi=120)
+        plt.close(fig)
 
 
 # The perf table (results/perf.csv, statistics over processes): time per call or bandwidth
@@ -123,16 +197,20 @@ def size_lines(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigu
     return sorted(out, key=lambda line: line[1])  # SVE lines first, host baselines after
 
 
-def plot_by_size(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, out: Path, cpu: str) -> None:
+def size_figure(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, cpu: str) -> Any:
+    """A perf figure (time per call or bandwidth against message size, one panel per VL)."""
     vls = sorted(v for v in df["vl"].unique() if v > 0)
     if fig.vl is not None:
         vls = [fig.vl] if fig.vl in vls else []
     panels = vls or [0]  # host baselines only: one panel
+    lines = {vl: size_lines(df, table, fig, vl) for vl in panels}
+    entries = len({label for found in lines.values() for label, _, _ in found})
     plt = _pyplot()
-    f, axes = plt.subplots(1, len(panels), figsize=(max(8, 5 * len(panels)), 5), squeeze=False, sharey=True)
+    f, axes = plt.subplots(1, len(panels), figsize=(max(8, 5 * len(panels)), _height(4.0, entries)), squeeze=False,
+                           sharey=True, layout="constrained")
     scale = 1e-3 if fig.kind == "time" else 1.0
     for ax, vl in zip(axes[0], panels):
-        for label, host, g in size_lines(df, table, fig, vl):
+        for label, host, g in lines[vl]:
             ax.errorbar(g["size"], g["mean"] * scale, yerr=g["std"] * scale, marker="o", ms=3, capsize=2,
                         ls="--" if host else "-", lw=1 if host else 1.8, label=label)
         ax.set_xscale("log", base=2)
@@ -148,9 +226,14 @@ def plot_by_size(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFi
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    f.suptitle(textwrap.fill(fig.title, 100), fontsize=10)
-    f.legend(handles, labels, fontsize=7, loc="lower center", ncol=1, frameon=False)
-    f.tight_layout(rect=(0, 0.06 + 0.035 * len(labels), 1, 1))
+    f.suptitle(_title(fig.title), fontsize=10)
+    f.legend(handles, labels, fontsize=7, loc="outside lower center", ncol=1, frameon=False)
+    return f
+
+
+def plot_by_size(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, out: Path, cpu: str) -> None:
+    plt = _pyplot()
+    f = size_figure(df, table, fig, cpu)
     out.parent.mkdir(parents=True, exist_ok=True)
     f.savefig(out, dpi=120)
     plt.close(f)

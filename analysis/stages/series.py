@@ -85,7 +85,9 @@ def select(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, sel: c
                 p = rows(prov, kernel=kernel, variant=v, size=size)
                 # "?" is a backend that cannot name the function (gem5): the counting backends can.
                 label = label.replace("{roi_symbol}", "/".join(sorted(set(p["roi_symbol"]) - {"?"})) or "?")
-            if op != config.NO_OP and sel.op is None:
+            # A selector that leaves the op or the dtype open draws several lines of one
+            # variant: each names its pair, or their legend labels are the same.
+            if op != config.NO_OP and (sel.op is None or sel.dtype is None):
                 label += f" [{op} {dtype}]"
             out.append(Series(
                 kernel, v, op, dtype, label, row.role, size, line.compiler,

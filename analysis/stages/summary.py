@@ -30,6 +30,13 @@ def verdict_table(claims: list[Claim]) -> list[str]:
     return out
 
 
+def judgment(claim: Claim) -> str:
+    """A check's one judgment, wherever the summary names it: its verdict and the cause or line
+    after the colon. The own line's pass or FAIL alone read as a second verdict that contradicted
+    the first (FAIL beside 'reproduced under the paper's conditions')."""
+    return claim.verdict.verdict if claim.verdict is not None else claim.result
+
+
 def ratio_tables(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep) -> list[str]:
     """Markdown: baseline / series per VL for each figure that asks for it (`ratio_table: true`),
     with the baseline's own counts first: the measured ratios a reader compares with the paper's."""
@@ -73,11 +80,13 @@ def write_summary(claims: list[Claim], counts: pd.DataFrame, path: Path, sweep: 
         "Toolchain differs from the paper's (GCC 12 vs Arm HPC Compiler 19.2 / GCC 8.2; QEMU plugins vs ArmIE): "
         "compare ratios and trends, not absolute counts.",
         "",
-        "| check | fig | paper's claim | paper | ours | result |",
+        "Each check's own line beside its verdict (the table above; the lines below give every line's number):",
+        "",
+        "| check | fig | paper's claim | paper | ours (own line) | verdict |",
         "|---|---|---|---|---|---|",
     ]
     for r in claims:
-        lines.append(f"| {r.check.id} | {r.check.figure} | {r.check.claim} | {r.paper} | {r.ours} | {r.result} |")
+        lines.append(f"| {r.check.id} | {r.check.figure} | {r.check.claim} | {r.paper} | {r.ours} | {judgment(r)} |")
     if not claims:
         lines.append("| (no checks configured) | | | | | |")
     lines += ["", "## Lines per check (each condition differs from the check's own line in one factor)", "",
@@ -90,7 +99,7 @@ def write_summary(claims: list[Claim], counts: pd.DataFrame, path: Path, sweep: 
     lines += ["", "## Why (codegen per check)", ""]
     for r in claims:
         note = r.check.note
-        lines.append(f"- **{r.check.id}** ({r.result}): {r.reason}." + (f" Note: {note}" if note else ""))
+        lines.append(f"- **{r.check.id}** ({judgment(r).split(':', 1)[0]}): {r.reason}." + (f" Note: {note}" if note else ""))
         lines += [f"  - hot loops, {x}" for x in r.loops]
     lines += reports
     if cells:
