@@ -36,7 +36,7 @@ TOP = ("analysis", "armie_clients", "ci", "configs", "docs", "gem5_scripts", "ke
 TOP_FILES = ("Snakefile", "harness", "mkdocs.yml", "requirements.txt", "requirements-slurm.txt", "pytest.ini",
              "README.md")
 PATH = re.compile(rf"(?<![\w./~$<>-])((?:{'|'.join(TOP)})/[\w./-]*[\w/]|(?:{'|'.join(re.escape(f) for f in TOP_FILES)})(?![\w.-]))")
-# A path with a placeholder in capitals (`configs/profiles/slurm-NAME/`) or followed by one of a
+# A path with a placeholder in capitals (the profile folder slurm-NAME) or followed by one of a
 # pattern's characters (`kernels/<family>/`) names no one file.
 PLACEHOLDER = re.compile(r"(?<![A-Za-z])[A-Z]{3,}(?![a-z])")
 PATTERN_NEXT = "<*{["
