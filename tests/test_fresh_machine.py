@@ -1,6 +1,6 @@
 """ci/fresh-machine without debootstrap: its usage, its one-line refusals, and its cleanup (reverse
 unmount order, lazy fallback, no deletion while a mount remains) against a fake mount list. The
-real check is running it (README, "Fresh-machine check")."""
+real check is running it (docs/fresh-machine.md)."""
 from __future__ import annotations
 
 import os

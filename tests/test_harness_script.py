@@ -20,7 +20,7 @@ def test_help_lists_every_command_once_each_with_a_line() -> None:
     names = listed(proc.stdout)
     cli = subprocess.run([PY, "-m", "analysis.commands.cli", "--help"], cwd=REPO, capture_output=True, text=True)
     subcommands = re.search(r"\{([a-z,]+)\}", cli.stdout).group(1).split(",")
-    assert sorted(names) == sorted({*subcommands, "setup", "bench", "ab", "help"}), names
+    assert sorted(names) == sorted({*subcommands, "setup", "bench", "ab", "docs", "help"}), names
     assert "set -" not in proc.stdout
     assert all(len(ln.split(maxsplit=1)) == 2 for ln in proc.stdout.splitlines()[1:]), proc.stdout
     for option in re.findall(r"--with-[a-z0-9]+", proc.stdout):  # setup's options exist

@@ -95,15 +95,18 @@ def broken_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_the_readme_s_own_kernel_steps_work_as_written(tmp_path: Path) -> None:
-    """README "Your own kernel", step by step, with the template's own files copied elsewhere:
-    sweep, bless, regress, each with `--config` of the copied sweep file (only the build folder
-    is moved, out of the repository's). Plain `bless` blessed the shipped set, and the template's
-    sweep had no regression section, so bless and regress with it exited 2."""
+    """README "Your own kernel" (and its full page, docs/guide/own-kernel.md), step by step, with
+    the template's own files copied elsewhere: sweep, bless, regress, each with `--config` of the
+    copied sweep file (only the build folder is moved, out of the repository's). Plain `bless`
+    blessed the shipped set, and the template's sweep had no regression section, so bless and
+    regress with it exited 2."""
     readme = (REPO / "README.md").read_text()
-    steps = readme[readme.index("## Your own kernel"):readme.index("## Explain a cell")]
-    for command in ("./harness sweep --config ~/sve/my_sweep.yaml", "./harness bless --config ~/sve/my_sweep.yaml",
-                    "./harness regress --config ~/sve/my_sweep.yaml"):
-        assert command in " ".join(steps.split()), command
+    start = readme.index("## Your own kernel")
+    readme_steps = readme[start:readme.index("\n## ", start + 1)]
+    for steps in (readme_steps, (REPO / "docs" / "guide" / "own-kernel.md").read_text()):
+        for command in ("./harness sweep --config ~/sve/my_sweep.yaml", "./harness bless --config ~/sve/my_sweep.yaml",
+                        "./harness regress --config ~/sve/my_sweep.yaml"):
+            assert command in " ".join(steps.split()), command
     sve = tmp_path / "sve"
     sve.mkdir()
     for name in ("my_kernel.c", "my_kernels.yaml", "my_sweep.yaml"):
