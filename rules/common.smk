@@ -8,6 +8,7 @@ sys.path.insert(0, workflow.basedir)
 
 from analysis.backends import registry as R
 from analysis.core import config as C
+from analysis.core import failure as F
 from analysis.core import toolchain as T
 from analysis.stages import build as B
 from analysis.stages import count as N
@@ -74,8 +75,8 @@ def literal(text):
 
 def logged(cmd):
     """A rule's shell command with its stderr to the rule's log; on failure the log's last
-    line (the one-line error) is shown."""
-    return cmd + " 2> {log:q} || {{ tail -n 1 {log:q} >&2; exit 1; }}"
+    line (the one-line error) is shown, unless the sweep's logger shows it (analysis.core.failure)."""
+    return cmd + (" 2> {log:q} || {{ [ -n \"${{%s:-}}\" ] || tail -n 1 {log:q} >&2; exit 1; }}" % F.SHOWN_BY_LOGGER)
 
 
 wildcard_constraints:

@@ -1,9 +1,11 @@
 """analysis.core.failure: the one line that says why a job failed."""
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
+from analysis.core import failure
 from analysis.core.failure import cause
 from conftest import PY, REPO
 
@@ -38,3 +40,12 @@ def test_the_command_prints_what_the_cause_and_the_log(tmp_path: Path) -> None:
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr == (f"kernel k-acle does not compile: /tmp/own/my_kernel.c:48:22: error: conflicting types "
                            f"for 'x'; have 'int' (log: {log})\n")
+
+
+def test_under_the_sweep_s_logger_the_job_leaves_the_line_to_it(tmp_path: Path) -> None:
+    log = tmp_path / "k.log"
+    log.write_text("k.c:1:1: error: expected ';'\n")
+    env = {**os.environ, failure.SHOWN_BY_LOGGER: "1"}
+    proc = subprocess.run([PY, "-m", "analysis.core.failure", str(log), "kernel k-acle does not compile"],
+                          cwd=REPO, capture_output=True, text=True, env=env)
+    assert (proc.returncode, proc.stderr) == (1, "")

@@ -124,7 +124,7 @@ def test_the_readme_s_own_kernel_steps_work_as_written(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("edit, needles", [
-    (("a * x[i];", "a * x[i]"), ["kernel scale-acle does not compile", "error:"]),
+    (("a * x[i];", "a * x[i]"), ["kernel=scale, variant=acle", "error:"]),
     (("    roi_begin();\n", ""), ["kernel scale-acle: never calls roi_begin()"]),
     (("y[i] = a * x[i];", "y[i] = a * x[i] + 1.0f;"), ["scale-acle", "FAIL: y at index 0"]),
 ])
@@ -144,6 +144,9 @@ def test_broken_own_kernel_says_why(tmp_path: Path, broken_build: Path, edit: tu
     # command nor the compiler's source quotes and carets.
     failed = [ln for ln in out.splitlines() if ln.startswith("✗ ")]
     assert len(failed) == 1 and needles[-1] in failed[0] and "(log: " in failed[0], out[-3000:]
+    # Said once: the job's own line (what `count` and `regress` show) stays off the sweep's console.
+    said = failed[0].split(": ", 1)[1].rsplit(" (log: ", 1)[0]
+    assert out.count(said) == 1, out[-3000:]
     for dump in ("RuleException", "CalledProcessError", "WorkflowError", "Traceback", "Shutting down"):
         assert dump not in out, out[-3000:]
     assert not [ln for ln in out.splitlines() if re.match(r"^\s*\d*\s*\|", ln)], out[-3000:]

@@ -14,7 +14,7 @@ from pathlib import Path
 from analysis.backends import perf, registry
 from analysis.commands import guard, keep, report, slurm, uptodate
 from analysis.commands.guard import say, snakemake_cmd
-from analysis.core import config, files, mpi, toolchain
+from analysis.core import config, failure, files, mpi, toolchain
 
 REPO = config.REPO
 MPI_HINT = ("Open MPI figures (paper Fig. 9, 10): ./harness sweep --config configs/mpi.yaml "
@@ -100,7 +100,7 @@ def run_snakemake(ns: argparse.Namespace, sweep: config.Sweep, overrides: dict[s
             return slurm.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args, slurm=True), on_slurm)
         # Targets first: Snakemake 9's --logger takes several names and would read a target after it as one.
         return guard.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args + logger_args(ns.verbose)),
-                         env=snakemake_env(), pass_fds=() if lock_fd is None else (lock_fd,))
+                         env=snakemake_env(logger=not ns.verbose), pass_fds=() if lock_fd is None else (lock_fd,))
     finally:
         kept = keep_full_log(before, sweep.results_dir)
         if kept:
@@ -131,8 +131,9 @@ def logger_args(verbose: bool) -> list[str]:
     return [] if verbose else ["--logger", "harness"]
 
 
-def snakemake_env() -> dict[str, str]:
-    return guard.pythonpath_env(PLUGINS)
+def snakemake_env(logger: bool = False) -> dict[str, str]:
+    """`logger`: the logger plugin prints each failed job's cause, so its job does not too."""
+    return guard.pythonpath_env(PLUGINS) | ({failure.SHOWN_BY_LOGGER: "1"} if logger else {})
 
 
 SNAKEMAKE_LOGS = REPO / ".snakemake" / "log"

@@ -5,9 +5,14 @@ they print is what `--quiet` runs such as `count` and `regress` show) and by the
 logger plugin for its failure line.
 
     python -m analysis.core.failure LOG WHAT    prints "WHAT: CAUSE (log: LOG)" on stderr, exits 1
+
+Under the sweep's logger plugin the job prints nothing (the environment says SHOWN_BY_LOGGER):
+the job's stderr reaches the console beside the logger's own failure line, and the console
+said the same cause twice.
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -17,6 +22,8 @@ from pathlib import Path
 CAUSE = re.compile(r"(^|: )(fatal )?error: |^FAIL: |^usage error: |undefined reference to |never calls roi_|time limit")
 # GCC and clang quote the source under a diagnostic ("   48 |     code", "      |   ^~~").
 QUOTE = re.compile(r"^\s*\d*\s*\|")
+# Set by `./harness sweep` for its jobs when its logger plugin prints each failure's line.
+SHOWN_BY_LOGGER = "HARNESS_FAILURE_SHOWN_BY_LOGGER"
 
 
 def cause(text: str) -> str:
@@ -28,7 +35,8 @@ def cause(text: str) -> str:
 def main(argv: list[str]) -> int:
     log, what = Path(argv[0]), argv[1]
     text = log.read_text(errors="replace") if log.is_file() else ""
-    print(f"{what}: {cause(text)} (log: {log})", file=sys.stderr)
+    if not os.environ.get(SHOWN_BY_LOGGER):
+        print(f"{what}: {cause(text)} (log: {log})", file=sys.stderr)
     return 1
 
 
