@@ -280,6 +280,22 @@ def test_sweep_without_the_build_skips_its_rows_in_one_line(monkeypatch, tmp_pat
     assert neon[0].runs[0].argv()[0] == "0000"
 
 
+def test_a_build_that_did_not_finish_is_not_built(monkeypatch, tmp_path: Path) -> None:
+    """Headers and libmpi.so of a build still running, or of one that failed its last check (no
+    SVE half): the sweep dropped nothing and every job linked against the broken library. Built
+    means the stamp setup/ompi5.sh writes last."""
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    lib = mpi.library("ompi5")
+    lib.include.mkdir(parents=True)
+    lib.lib.mkdir(parents=True)
+    (lib.include / "mpi.h").write_text("")
+    (lib.lib / "libmpi.so").write_text("")
+    assert not lib.installed()
+    assert [u.name for u in mpi.unbuilt(config.load(MPI_SWEEP))] == ["ompi5"]
+    (tmp_path / "cache" / f"ompi-{mpi.OMPI5_VERSION}" / "installed").write_text("version=v5.0.9\ncommit=b79100b\n")
+    assert lib.installed()
+
+
 def test_bench_says_why_without_the_mpi_libraries(monkeypatch, tmp_path: Path, capsys) -> None:
     """bench's MPI part with neither library: nothing runs, each part says why in one line."""
     import dataclasses

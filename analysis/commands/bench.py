@@ -250,8 +250,7 @@ def mpi_timings(work: Path, cores: int) -> dict[str, Any]:
     part absent says why in one line."""
     out: dict[str, Any] = {}
     lib = mpi.library("ompi5")
-    stamp = dict(ln.split("=", 1) for ln in (lib.prefix.parent / "installed").read_text().split()) \
-        if lib.installed() and (lib.prefix.parent / "installed").exists() else {}
+    stamp = dict(ln.split("=", 1) for ln in lib.stamp.read_text().split()) if lib.installed() and lib.stamp else {}
     out["ompi5_build_s"] = int(stamp["build_seconds"]) if "build_seconds" in stamp else None
     print(f"Open MPI 5 build (setup --with-ompi5): {out['ompi5_build_s']} s" if out["ompi5_build_s"] is not None
           else f"Open MPI 5 build: not measured ({'built before its stamp recorded the time' if lib.installed() else 'not built: run ' + lib.fix})",

@@ -46,6 +46,10 @@ class Library:
     prefix: Path
     what: str  # for messages
     fix: str  # the command that provides it
+    # The file its build writes last, after checking the library (setup/ompi5.sh: `installed`);
+    # None for a distribution package. Headers and libmpi.so exist long before a build ends, and
+    # stay after one that failed its last check.
+    stamp: Path | None = None
 
     @property
     def include(self) -> Path:
@@ -56,7 +60,8 @@ class Library:
         return self.prefix / "lib"
 
     def installed(self) -> bool:
-        return (self.include / "mpi.h").exists() and (self.lib / "libmpi.so").exists()
+        return (self.include / "mpi.h").exists() and (self.lib / "libmpi.so").exists() \
+            and (self.stamp is None or self.stamp.is_file())
 
 
 DEBIAN = Library("debian", Path("/usr/lib/aarch64-linux-gnu/openmpi"), "Debian's arm64 Open MPI 4.1",
@@ -66,8 +71,9 @@ PACKAGE = "libopenmpi-dev:arm64"
 
 def library(name: str) -> Library:
     if name == "ompi5":
-        return Library("ompi5", ompi5_prefix(), f"Open MPI {OMPI5_VERSION} (NEON/SVE op component)",
-                       "./harness setup --with-ompi5")
+        prefix = ompi5_prefix()
+        return Library("ompi5", prefix, f"Open MPI {OMPI5_VERSION} (NEON/SVE op component)",
+                       "./harness setup --with-ompi5", prefix.parent / "installed")
     return DEBIAN
 
 
@@ -168,8 +174,8 @@ def version(table: KernelTable | None = None, kernel: str = "", variant: str = "
     """The library's version, for provenance."""
     lib = row_library(table, kernel, variant) if table else DEBIAN
     if lib and lib.name == "ompi5":
-        stamp = lib.prefix.parent / "installed"
-        return f"Open MPI {OMPI5_VERSION} ({lib.prefix}; {stamp.read_text().split()[1] if stamp.exists() else '?'})"
+        stamp = lib.stamp
+        return f"Open MPI {OMPI5_VERSION} ({lib.prefix}; {stamp.read_text().split()[1] if stamp and stamp.exists() else '?'})"
     out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", PACKAGE], capture_output=True, text=True)
     return f"Open MPI {PACKAGE} {out.stdout.strip() or '?'}"
 
