@@ -58,7 +58,7 @@ ZERO_WHEN_ABSENT = {
     "system.l2.overallMisses::total": "system.l2.overallAccesses::total",
 }
 # Inside gem5's ROI, roi_end's two movs and dump_stats commit before the statistics are
-# dumped; QEMU's ROI stops at its hint marker. Measured, see README "gem5".
+# dumped; QEMU's ROI stops at its hint marker. Measured, see docs/guide/gem5.md.
 MARKER_INSTRUCTIONS = 3
 ENABLE = "./harness setup --with-gem5 builds it once (about 80 minutes on 2 cores), or set GEM5=/path/to/gem5.fast"
 # GEM5=none: skip the cycle sweep although gem5 is built (bench times the counts alone).

@@ -102,7 +102,7 @@ def detect(sweep: Sweep) -> PerfStatus | None:
     else:
         status.messages.append(
             f"perf: SVE runs skipped: this host ({platform.machine()}) has no SVE; run the sweep on an "
-            "AArch64 SVE machine such as A64FX (README: perf on A64FX)")
+            "AArch64 SVE machine such as A64FX (docs/guide/perf.md: perf on A64FX)")
     return status
 
 
