@@ -11,6 +11,15 @@ stamp_current() {
         && grep -qx "sha256=$(sha256sum "$file" | cut -d' ' -f1)" "$stamp"
 }
 
+# True when the AArch64 ELF FILE defines SYMBOL. The whole table is read before grep answers:
+# `nm | grep -q` under pipefail failed when grep left at the match while nm was still writing
+# (SIGPIPE, exit 141), and refused a complete Open MPI build.
+defines_symbol() {
+    local file=$1 symbol=$2 table
+    table=$(aarch64-linux-gnu-nm "$file" 2>/dev/null) || return 1
+    grep -q -- "$symbol" <<<"$table"
+}
+
 # Refuse (exit 2) unless DIR, measured at its nearest existing parent, has NEED GiB free.
 need_disk() {
     local dir=$1 need=$2 what=$3 probe=$1 free_kib

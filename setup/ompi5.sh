@@ -155,7 +155,7 @@ grep -q "^#define OMPI_MCA_OP_HAVE_SVE 1" "$BUILD/opal/include/opal_config.h" 2>
 (cd "$BUILD" && make -j"$jobs" && make install) >>"$LOG" 2>&1 || die "the Open MPI build failed; see $LOG"
 [[ -f "$LIB" ]] || die "the Open MPI build ended without $LIB; see $LOG"
 # Open MPI 5 links its components into libmpi (no DSOs by default): the SVE half must be there.
-aarch64-linux-gnu-nm "$LIB" 2>/dev/null | grep -q ompi_op_aarch64_functions_sve \
+defines_symbol "$LIB" ompi_op_aarch64_functions_sve \
     || die "the Open MPI build ended without the SVE half of the op/aarch64 component in $LIB; see $LOG"
 # build_seconds: autogen (when the source has no configure yet), configure, make, install; read by bench.
 printf 'version=%s\ncommit=%s\nsha256=%s\nbuild_seconds=%s\n' "$VERSION" "$PINNED_COMMIT" \

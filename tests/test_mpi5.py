@@ -296,6 +296,24 @@ def test_a_build_that_did_not_finish_is_not_built(monkeypatch, tmp_path: Path) -
     assert lib.installed()
 
 
+def test_the_sve_half_check_reads_the_whole_symbol_table(tmp_path: Path) -> None:
+    """setup/ompi5.sh's last check was `nm | grep -q` under pipefail: grep left at the match, nm
+    died of SIGPIPE on a table larger than a pipe, and a complete build was refused."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    nm = shim / "aarch64-linux-gnu-nm"
+    nm.write_text("#!/bin/sh\necho '0000 D ompi_op_aarch64_functions_sve'\n"
+                  "yes '0000 t ompi_op_aarch64_2buff_max_int32_t_neon' | head -n 200000\n")
+    nm.chmod(0o755)
+    script = (f"set -euo pipefail; source {REPO / 'setup' / 'cache.sh'}; "
+              "defines_symbol lib ompi_op_aarch64_functions_sve && echo yes; "
+              "defines_symbol lib no_such_symbol || echo no")
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"})
+    assert (proc.returncode, proc.stdout.split()) == (0, ["yes", "no"]), proc.stderr
+    assert not re.search(r"nm \S+( 2>\S+)? \| grep -q", (REPO / "setup" / "ompi5.sh").read_text())
+
+
 def test_bench_says_why_without_the_mpi_libraries(monkeypatch, tmp_path: Path, capsys) -> None:
     """bench's MPI part with neither library: nothing runs, each part says why in one line."""
     import dataclasses
