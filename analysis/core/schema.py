@@ -60,12 +60,8 @@ def sweep_schema() -> dict[str, Any]:
     no schema. The configuration reference is generated from this."""
     doc = _read_schema(SCHEMA_DIR / SWEEP_SCHEMA)
     props = doc["properties"]
-    try:
-        places = backend_path.places()
-    except backend_path.BackendPathError as e:
-        raise ConfigError(str(e)) from None
     listed = []
-    for name, place in places.items():
+    for name, place in _places().items():
         part = _backend_part(place)
         if "listed" in part:
             listed.append(f"{name}: {part['listed']}")
@@ -81,8 +77,14 @@ def sweep_schema() -> dict[str, Any]:
 
 def backend_sections() -> list[str]:
     """The backends with a section of their own in the sweep file (its top-level key is the name)."""
-    base = _read_schema(SCHEMA_DIR / SWEEP_SCHEMA)["properties"]
-    return [name for name in sweep_schema()["properties"] if name not in base]
+    return [name for name, place in _places().items() if "section" in _backend_part(place)]
+
+
+def _places() -> dict[str, backend_path.Place]:
+    try:
+        return backend_path.places()
+    except backend_path.BackendPathError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _backend_part(place: backend_path.Place) -> dict[str, Any]:
