@@ -143,7 +143,7 @@ if [[ ! -x "$SRC/configure" ]]; then
 fi
 (cd "$BUILD" && "$SRC/configure" --host=aarch64-linux-gnu --build=x86_64-linux-gnu \
     CC=aarch64-linux-gnu-gcc CXX=no --prefix="$PREFIX" \
-    --with-hwloc=/usr --with-hwloc-libdir=/usr/lib/aarch64-linux-gnu \
+    --with-hwloc=external \
     --with-libevent=internal --with-pmix=internal --without-prrte \
     --disable-mpi-fortran --disable-oshmem --disable-io-romio --disable-sphinx \
     --without-ucx --without-ofi --without-cuda --without-psm2 --without-ucc --without-hcoll \
@@ -157,6 +157,11 @@ grep -q "^#define OMPI_MCA_OP_HAVE_SVE 1" "$BUILD/opal/include/opal_config.h" 2>
 # Open MPI 5 links its components into libmpi (no DSOs by default): the SVE half must be there.
 defines_symbol "$LIB" ompi_op_aarch64_functions_sve \
     || die "the Open MPI build ended without the SVE half of the op/aarch64 component in $LIB; see $LOG"
+# Its own libopen-pal (5.0's soname .80), not Debian's 4.1 one (.40) of libopenmpi-dev:arm64: a
+# -L of the multiarch directory ahead of the prefix made libtool's install-time relink take it.
+dynamic=$(aarch64-linux-gnu-readelf -d "$LIB" 2>/dev/null) || dynamic=""
+grep -q '(NEEDED).*\[libopen-pal\.so\.80\]' <<<"$dynamic" \
+    || die "the Open MPI build linked $LIB against another libopen-pal (not $PREFIX/lib/libopen-pal.so.80); see $LOG"
 # build_seconds: autogen (when the source has no configure yet), configure, make, install; read by bench.
 printf 'version=%s\ncommit=%s\nsha256=%s\nbuild_seconds=%s\n' "$VERSION" "$PINNED_COMMIT" \
     "$(sha256sum "$LIB" | cut -d' ' -f1)" "$(( $(date +%s) - started ))" >"$STAMP"
