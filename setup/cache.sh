@@ -20,6 +20,13 @@ defines_symbol() {
     grep -q -- "$symbol" <<<"$table"
 }
 
+# Does the AArch64 ELF FILE name SONAME among the libraries it needs (NEEDED)?
+needs_library() {
+    local file=$1 soname=$2 dynamic
+    dynamic=$(aarch64-linux-gnu-readelf -d "$file" 2>/dev/null) || return 1
+    awk -v lib="[$soname]" '/\(NEEDED\)/ && index($0, lib) { found = 1 } END { exit !found }' <<<"$dynamic"
+}
+
 # Refuse (exit 2) unless DIR, measured at its nearest existing parent, has NEED GiB free.
 need_disk() {
     local dir=$1 need=$2 what=$3 probe=$1 free_kib

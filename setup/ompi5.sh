@@ -159,8 +159,7 @@ defines_symbol "$LIB" ompi_op_aarch64_functions_sve \
     || die "the Open MPI build ended without the SVE half of the op/aarch64 component in $LIB; see $LOG"
 # Its own libopen-pal (5.0's soname .80), not Debian's 4.1 one (.40) of libopenmpi-dev:arm64: a
 # -L of the multiarch directory ahead of the prefix made libtool's install-time relink take it.
-dynamic=$(aarch64-linux-gnu-readelf -d "$LIB" 2>/dev/null) || dynamic=""
-grep -q '(NEEDED).*\[libopen-pal\.so\.80\]' <<<"$dynamic" \
+needs_library "$LIB" libopen-pal.so.80 \
     || die "the Open MPI build linked $LIB against another libopen-pal (not $PREFIX/lib/libopen-pal.so.80); see $LOG"
 # build_seconds: autogen (when the source has no configure yet), configure, make, install; read by bench.
 printf 'version=%s\ncommit=%s\nsha256=%s\nbuild_seconds=%s\n' "$VERSION" "$PINNED_COMMIT" \

@@ -389,3 +389,27 @@ kernels:
     assert len(net) == 2 and net["value"].nunique() == 1 and net["value"].iloc[0] > 0, net
     sve = counts[(counts["kernel"] == "reduce_nosve") & (counts["metric"] == "roi.sve")]
     assert (sve["value"] == 0).all()
+
+
+def test_needs_library_tells_open_mpi_5s_libopen_pal_from_debians(tmp_path: Path) -> None:
+    """libmpi.so of an Open MPI 5 build once needed Debian's libopen-pal.so.40 (4.1), taken by
+    libtool's install-time relink through a -L of the multiarch directory: the build must be
+    refused unless libmpi.so needs 5.0's own libopen-pal.so.80."""
+    for soname in ("libopen-pal.so.80", "libopen-pal.so.40"):
+        (tmp_path / "pal.c").write_text("int pal(void) { return 1; }\n")
+        subprocess.run(["aarch64-linux-gnu-gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o",
+                        str(tmp_path / soname), str(tmp_path / "pal.c")], check=True)
+    (tmp_path / "mpi.c").write_text("int pal(void); int mpi(void) { return pal(); }\n")
+    for soname in ("libopen-pal.so.80", "libopen-pal.so.40"):
+        subprocess.run(["aarch64-linux-gnu-gcc", "-shared", "-fPIC", "-o", str(tmp_path / f"mpi-{soname}.so"),
+                        str(tmp_path / "mpi.c"), str(tmp_path / soname)], check=True)
+    script = (f"set -euo pipefail; source {REPO / 'setup' / 'cache.sh'}; cd {tmp_path}; "
+              "needs_library mpi-libopen-pal.so.80.so libopen-pal.so.80 && echo own; "
+              "needs_library mpi-libopen-pal.so.40.so libopen-pal.so.80 || echo debians; "
+              "needs_library no-such-file libopen-pal.so.80 || echo missing")
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert (proc.returncode, proc.stdout.split()) == (0, ["own", "debians", "missing"]), proc.stderr
+    text = (REPO / "setup" / "ompi5.sh").read_text()
+    assert 'needs_library "$LIB" libopen-pal.so.80' in text
+    # The cross compiler searches the multiarch directory by itself: no -L of it, which made the relink take Debian's.
+    assert "--with-hwloc-libdir" not in text and "-L/usr/lib/aarch64-linux-gnu" not in text
