@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
 # Cross-build the pinned Open MPI 5.0.9 for aarch64 into a cache directory outside the
 # repository (paper Fig. 10 on the release that carries Open MPI's own NEON/SVE op component,
-# ompi/mca/op/aarch64). Debian's arm64 Open MPI 4.1 stays installed beside it.
+# ompi/mca/op/aarch64). Debian's arm64 Open MPI 4.1 stays installed beside it. Then the same
+# release again with our SVE datatype engine (setup/patches/ompi-v5.0.9-sve-datatype.patch:
+# paper Fig. 9, issue 33) into a second prefix beside the first, install-sve: both libraries
+# exist side by side, each with its own stamp, and a second call builds only what is missing.
 #
-#   setup/ompi5.sh            build it unless the cache already holds this version (then: nothing)
-#   setup/ompi5.sh --path     print the install prefix (or where it will be); build nothing
+#   setup/ompi5.sh             build both unless the cache already holds them (then: nothing)
+#   setup/ompi5.sh --path      print the stock install prefix (or where it will be); build nothing
+#   setup/ompi5.sh --path-sve  print the patched install prefix; build nothing
 #
 # Environment:
 #   OMPI_SRC=DIR       an Open MPI source tree to build from (offline, tests): a git checkout of
 #                      v5.0.9 with its submodules (openpmix, prrte, oac), every commit as pinned
 #   HARNESS_CACHE=DIR  cache root (default ${XDG_CACHE_HOME:-~/.cache}/sve-harness)
+#   OMPI5_SVE_PATCH=F  the datatype patch (tests; default: the repository's)
+#
+# The patch is refused, in one line and before anything is created, when it was made against
+# another commit than the pinned one (its Base-commit line) or no longer applies to the source
+# (git apply --check in the source checkout, which it does not change); it is applied to a
+# copy of the source only.
 #
 # Called by `setup/install.sh --with-ompi5` after autotools, flex and the arm64 hwloc/libevent
 # development packages went through its no-removal apt guard. Why these configure choices:
@@ -38,7 +48,7 @@ PINNED_SUBMODULES=(
     "config/oac dfff67569fb72dbf8d73a1dcf74d091dad93f71b"
 )
 UPSTREAM="https://github.com/open-mpi/ompi.git"
-NEED_GIB=${OMPI5_NEED_GIB:-3}
+NEED_GIB=${OMPI5_NEED_GIB:-6}  # two builds (stock and install-sve), 3 GiB each
 
 die() { echo "$ME: $*" >&2; exit 1; }
 # Bad input (OMPI_SRC, disk): exit 2 before anything under the cache is created and before
@@ -49,21 +59,44 @@ say() { echo "$ME: $*" >&2; }
 # shellcheck source=setup/cache.sh
 source "$(dirname "$0")/cache.sh"
 DIR="$CACHE/ompi-$VERSION"
-SRC="$DIR/src"
-BUILD="$DIR/build"
 PREFIX="$DIR/install"
 LIB="$PREFIX/lib/libmpi.so"
 STAMP="$DIR/installed"
-LOG="$DIR/build.log"
+# The patched build: its own source copy, build tree, prefix, log and stamp. Its stamp names
+# the commit and the patch's checksum (a changed patch is rebuilt) and the checksum of
+# libopen-pal, where opal/datatype lands.
+SVE_PATCH="${OMPI5_SVE_PATCH:-$(cd "$(dirname "$0")" && pwd)/patches/ompi-$VERSION-sve-datatype.patch}"
+SVE_PREFIX="$DIR/install-sve"
+SVE_LIB="$SVE_PREFIX/lib/libopen-pal.so"
+SVE_STAMP="$DIR/installed-sve"
 
 if [[ "${1:-}" == --path ]]; then echo "$PREFIX"; exit 0; fi
-[[ $# -eq 0 ]] || die "unknown option '$1'; usage: $ME [--path]"
+if [[ "${1:-}" == --path-sve ]]; then echo "$SVE_PREFIX"; exit 0; fi
+[[ $# -eq 0 ]] || die "unknown option '$1'; usage: $ME [--path | --path-sve]"
 
-# A second call does nothing: the stamp names the commit and the library's checksum.
-if stamp_current "$LIB" "$STAMP" "$PINNED_COMMIT"; then
-    say "Open MPI $VERSION is built: $PREFIX"
+[[ -f "$SVE_PATCH" ]] || bad "the datatype patch $SVE_PATCH is missing"
+SVE_COMMIT="$PINNED_COMMIT+patch-$(sha256sum "$SVE_PATCH" | cut -c1-16)"
+
+# A second call does nothing: each stamp names the commit and the library's checksum.
+stock_built() { stamp_current "$LIB" "$STAMP" "$PINNED_COMMIT"; }
+sve_built() { stamp_current "$SVE_LIB" "$SVE_STAMP" "$SVE_COMMIT"; }
+if stock_built && sve_built; then
+    say "Open MPI $VERSION is built: $PREFIX, and with the SVE datatype engine: $SVE_PREFIX"
     exit 0
 fi
+
+# The patch must be the one for this commit (Open MPI's pin moved without it: refused).
+base=$(sed -n 's/^Base-commit: \([0-9a-f]\{40\}\)$/\1/p' "$SVE_PATCH" | head -n 1)
+[[ "$base" == "$PINNED_COMMIT" ]] \
+    || bad "refusing $SVE_PATCH: it was made against Open MPI commit ${base:-(no Base-commit line)}, not $VERSION ($PINNED_COMMIT); remake it with git diff in a checkout of $PINNED_COMMIT"
+
+# Print why the patch does not apply to the git checkout $1 (nothing when it does); the
+# checkout is not changed.
+patch_problem() {
+    local out
+    out=$(git -C "$1" apply --check "$SVE_PATCH" 2>&1) \
+        || echo "refusing $SVE_PATCH: it does not apply to $1 (git apply --check: $(head -n 1 <<<"$out"))"
+}
 
 # Print why the git checkout $1 is not the pinned release (nothing when it is).
 source_problem() {
@@ -102,6 +135,8 @@ if [[ -n "${OMPI_SRC:-}" ]]; then
     command -v git >/dev/null 2>&1 || die "git not found; fix: apt-get install git (needed to check OMPI_SRC)"
     problem=$(source_problem "$OMPI_SRC")
     [[ -z "$problem" ]] || bad "refusing OMPI_SRC: $problem"
+    problem=$(patch_problem "$OMPI_SRC")
+    [[ -z "$problem" ]] || bad "$problem"
 fi
 need_disk "$DIR" "$NEED_GIB" "the Open MPI build"
 
@@ -125,43 +160,71 @@ else
     fi
     problem=$(source_problem "$clone")
     [[ -z "$problem" ]] || { rm -rf "$clone"; die "refusing the clone: $problem"; }
+    problem=$(patch_problem "$clone")
+    [[ -z "$problem" ]] || bad "$problem"
     from="$clone"
 fi
 
-# Build from a copy (autogen writes into the tree), without the git metadata.
-rm -rf "$SRC" "$BUILD" "$PREFIX" "$STAMP"
-mkdir -p "$SRC" "$BUILD"
-(cd "$from" && tar --exclude=.git -cf - .) | (cd "$SRC" && tar -xf -) || die "copying $from to $SRC failed"
+# Build one tree: name (for messages), source copy, build tree, prefix, stamp, the stamp's
+# commit line, the library the stamp checks, the patch to apply to the copy (or none).
+build_tree() {
+    local name=$1 src=$2 build=$3 prefix=$4 stamp=$5 commit=$6 lib=$7 patch=$8
+    local log="$DIR/build$name.log" jobs started
+    # Build from a copy (autogen writes into the tree), without the git metadata.
+    rm -rf "$src" "$build" "$prefix" "$stamp"
+    mkdir -p "$src" "$build"
+    (cd "$from" && tar --exclude=.git -cf - .) | (cd "$src" && tar -xf -) || die "copying $from to $src failed"
+    if [[ -n "$patch" ]]; then
+        # The copy has no .git; the ceiling keeps git from taking a repository above the cache
+        # for it (git apply would then skip the paths outside the current directory).
+        (cd "$src" && GIT_CEILING_DIRECTORIES="$DIR" git apply "$patch") >>"$log" 2>&1 \
+            || die "applying $patch to $src failed; see $log"
+    fi
 
-jobs=$(nproc)
-say "building Open MPI $VERSION for aarch64 ($jobs jobs; configure alone took 15 minutes on 2 busy cores); log: $LOG"
-: >"$LOG"
-started=$(date +%s)
-if [[ ! -x "$SRC/configure" ]]; then
-    (cd "$SRC" && ./autogen.pl --no-3rdparty hwloc,prrte,romio341) >>"$LOG" 2>&1 \
-        || die "Open MPI's autogen.pl failed; see $LOG"
+    jobs=$(nproc)
+    say "building Open MPI $VERSION${name:+ ($name)} for aarch64 ($jobs jobs; configure alone took 15 minutes on 2 busy cores); log: $log"
+    : >"$log"
+    started=$(date +%s)
+    if [[ ! -x "$src/configure" ]]; then
+        (cd "$src" && ./autogen.pl --no-3rdparty hwloc,prrte,romio341) >>"$log" 2>&1 \
+            || die "Open MPI's autogen.pl failed; see $log"
+    fi
+    (cd "$build" && "$src/configure" --host=aarch64-linux-gnu --build=x86_64-linux-gnu \
+        CC=aarch64-linux-gnu-gcc CXX=no --prefix="$prefix" \
+        --with-hwloc=external \
+        --with-libevent=internal --with-pmix=internal --without-prrte \
+        --disable-mpi-fortran --disable-oshmem --disable-io-romio --disable-sphinx \
+        --without-ucx --without-ofi --without-cuda --without-psm2 --without-ucc --without-hcoll \
+        --enable-mca-no-build=io-ompio,fcoll,fbtl,fs,sharedfp,coll-han,coll-adapt,topo-treematch,vprotocol) \
+        >>"$log" 2>&1 || die "Open MPI's configure failed; see $log"
+    grep -q "^#define OMPI_MCA_OP_HAVE_SVE 1" "$build/opal/include/opal_config.h" 2>/dev/null \
+        || grep -q 'op_cv_sve_support=yes' "$build/config.log" \
+        || die "Open MPI's configure found no SVE support for the op/aarch64 component; see $build/config.log"
+    (cd "$build" && make -j"$jobs" && make install) >>"$log" 2>&1 || die "the Open MPI build failed; see $log"
+    [[ -f "$prefix/lib/libmpi.so" ]] || die "the Open MPI build ended without $prefix/lib/libmpi.so; see $log"
+    # Open MPI 5 links its components into libmpi (no DSOs by default): the SVE half must be there.
+    defines_symbol "$prefix/lib/libmpi.so" ompi_op_aarch64_functions_sve \
+        || die "the Open MPI build ended without the SVE half of the op/aarch64 component in $prefix/lib/libmpi.so; see $log"
+    # Its own libopen-pal (5.0's soname .80), not Debian's 4.1 one (.40) of libopenmpi-dev:arm64: a
+    # -L of the multiarch directory ahead of the prefix made libtool's install-time relink take it.
+    needs_library "$prefix/lib/libmpi.so" libopen-pal.so.80 \
+        || die "the Open MPI build linked $prefix/lib/libmpi.so against another libopen-pal (not $prefix/lib/libopen-pal.so.80); see $log"
+    # The patched build must hold the datatype engine's SVE kernels (static functions in
+    # libopen-pal: found when configure's OMPI_MCA_OP_HAVE_SVE reached opal/datatype).
+    if [[ -n "$patch" ]]; then
+        defines_symbol "$lib" opal_datatype_sve_pack_blocklen_one_4 \
+            || die "the patched Open MPI build ended without the SVE datatype kernels in $lib; see $log"
+    fi
+    # build_seconds: autogen (when the source has no configure yet), configure, make, install; read by bench.
+    printf 'version=%s\ncommit=%s\nsha256=%s\nbuild_seconds=%s\n' "$VERSION" "$commit" \
+        "$(sha256sum "$lib" | cut -d' ' -f1)" "$(( $(date +%s) - started ))" >"$stamp"
+}
+
+if ! stock_built; then
+    build_tree "" "$DIR/src" "$DIR/build" "$PREFIX" "$STAMP" "$PINNED_COMMIT" "$LIB" ""
 fi
-(cd "$BUILD" && "$SRC/configure" --host=aarch64-linux-gnu --build=x86_64-linux-gnu \
-    CC=aarch64-linux-gnu-gcc CXX=no --prefix="$PREFIX" \
-    --with-hwloc=external \
-    --with-libevent=internal --with-pmix=internal --without-prrte \
-    --disable-mpi-fortran --disable-oshmem --disable-io-romio --disable-sphinx \
-    --without-ucx --without-ofi --without-cuda --without-psm2 --without-ucc --without-hcoll \
-    --enable-mca-no-build=io-ompio,fcoll,fbtl,fs,sharedfp,coll-han,coll-adapt,topo-treematch,vprotocol) \
-    >>"$LOG" 2>&1 || die "Open MPI's configure failed; see $LOG"
-grep -q "^#define OMPI_MCA_OP_HAVE_SVE 1" "$BUILD/opal/include/opal_config.h" 2>/dev/null \
-    || grep -q 'op_cv_sve_support=yes' "$BUILD/config.log" \
-    || die "Open MPI's configure found no SVE support for the op/aarch64 component; see $BUILD/config.log"
-(cd "$BUILD" && make -j"$jobs" && make install) >>"$LOG" 2>&1 || die "the Open MPI build failed; see $LOG"
-[[ -f "$LIB" ]] || die "the Open MPI build ended without $LIB; see $LOG"
-# Open MPI 5 links its components into libmpi (no DSOs by default): the SVE half must be there.
-defines_symbol "$LIB" ompi_op_aarch64_functions_sve \
-    || die "the Open MPI build ended without the SVE half of the op/aarch64 component in $LIB; see $LOG"
-# Its own libopen-pal (5.0's soname .80), not Debian's 4.1 one (.40) of libopenmpi-dev:arm64: a
-# -L of the multiarch directory ahead of the prefix made libtool's install-time relink take it.
-needs_library "$LIB" libopen-pal.so.80 \
-    || die "the Open MPI build linked $LIB against another libopen-pal (not $PREFIX/lib/libopen-pal.so.80); see $LOG"
-# build_seconds: autogen (when the source has no configure yet), configure, make, install; read by bench.
-printf 'version=%s\ncommit=%s\nsha256=%s\nbuild_seconds=%s\n' "$VERSION" "$PINNED_COMMIT" \
-    "$(sha256sum "$LIB" | cut -d' ' -f1)" "$(( $(date +%s) - started ))" >"$STAMP"
 say "Open MPI $VERSION is built: $PREFIX"
+if ! sve_built; then
+    build_tree "-sve" "$DIR/src-sve" "$DIR/build-sve" "$SVE_PREFIX" "$SVE_STAMP" "$SVE_COMMIT" "$SVE_LIB" "$SVE_PATCH"
+fi
+say "Open MPI $VERSION with the SVE datatype engine is built: $SVE_PREFIX"

@@ -36,6 +36,7 @@ MARKERS = {
     "needs_gem5": "needs a gem5 binary (./harness setup --with-gem5, or GEM5=/path/to/gem5.fast)",
     "needs_mpi": "needs Debian's arm64 Open MPI (./harness setup --with-mpi)",
     "needs_ompi5": "needs the Open MPI 5.0.9 build (./harness setup --with-ompi5)",
+    "needs_ompi_src": "needs an Open MPI 5.0.9 source tree (OMPI_SRC, or the clone ./harness setup --with-ompi5 makes)",
     "needs_slurm": "needs slurm-wlm and munge (./harness setup --with-slurm)",
     "needs_perf": "needs a perf that can count on this host (linux-perf, perf_event_paranoid)",
 }
@@ -64,6 +65,11 @@ def _ompi5() -> str | None:
     return None if lib.installed() else f"Open MPI 5 is not built (run {lib.fix})"
 
 
+def _ompi_src() -> str | None:
+    return None if mpi.ompi5_source() else \
+        f"no Open MPI {mpi.OMPI5_VERSION} source (set OMPI_SRC to a checkout, or run ./harness setup --with-ompi5)"
+
+
 def _slurm() -> str | None:
     present = all(shutil.which(t) for t in ("slurmctld", "slurmd", "munged"))
     return None if present else "slurm-wlm is not installed (./harness setup --with-slurm)"
@@ -79,7 +85,7 @@ def _perf() -> str | None:
 # missing and how to get it (the skip's reason).
 PROBES: dict[str, Callable[[], str | None]] = {
     "needs_clang": _clang, "needs_chromium": _chromium, "needs_gem5": _gem5, "needs_mpi": _mpi,
-    "needs_ompi5": _ompi5, "needs_slurm": _slurm, "needs_perf": _perf,
+    "needs_ompi5": _ompi5, "needs_ompi_src": _ompi_src, "needs_slurm": _slurm, "needs_perf": _perf,
 }
 
 # Every fixture defined under tests/ -> the markers of the tests that use it. A fixture that
@@ -118,6 +124,10 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "mpi5_bin": (SLOW, "needs_ompi5"),
     "plugin_dir_mpi5": (SLOW, "needs_ompi5"),
     "records": (SLOW, "needs_ompi5"),
+    # test_ompi5_sve_ddt.py
+    "ddt_check": (SLOW, "needs_ompi_src"),
+    "ddt_plugins": (SLOW,),
+    "ddt_counts": (SLOW, "needs_ompi_src"),
     # test_own_kernel.py
     "swept": (SLOW,),
     "broken_build": (),  # an empty folder; the tests that use it build

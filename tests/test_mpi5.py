@@ -410,6 +410,6 @@ def test_needs_library_tells_open_mpi_5s_libopen_pal_from_debians(tmp_path: Path
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
     assert (proc.returncode, proc.stdout.split()) == (0, ["own", "debians", "missing"]), proc.stderr
     text = (REPO / "setup" / "ompi5.sh").read_text()
-    assert 'needs_library "$LIB" libopen-pal.so.80' in text
+    assert 'needs_library "$prefix/lib/libmpi.so" libopen-pal.so.80' in text
     # The cross compiler searches the multiarch directory by itself: no -L of it, which made the relink take Debian's.
     assert "--with-hwloc-libdir" not in text and "-L/usr/lib/aarch64-linux-gnu" not in text

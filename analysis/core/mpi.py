@@ -31,6 +31,8 @@ RUN_ENV = {"OMPI_MCA_ess_singleton_isolated": "1"}
 # exist keeps the run independent of the caller.
 RUN_ENV_OMPI5 = {"HOME": "/nonexistent"}
 OMPI5_VERSION = "v5.0.9"  # as setup/ompi5.sh pins it
+# Our SVE datatype engine (paper Fig. 9, issue 33), applied by setup/ompi5.sh for install-sve.
+OMPI5_SVE_PATCH = REPO / "setup" / "patches" / f"ompi-{OMPI5_VERSION}-sve-datatype.patch"
 
 
 def ompi5_prefix() -> Path:
@@ -38,6 +40,15 @@ def ompi5_prefix() -> Path:
     cache = os.environ.get("HARNESS_CACHE") or str(
         Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sve-harness")
     return Path(cache) / f"ompi-{OMPI5_VERSION}" / "install"
+
+
+def ompi5_source() -> Path | None:
+    """An Open MPI 5 source tree whose opal/datatype the SVE patch can be checked against
+    without building Open MPI (tests): OMPI_SRC, else the clone setup/ompi5.sh made; None
+    without either."""
+    found = [Path(os.environ["OMPI_SRC"])] if os.environ.get("OMPI_SRC") else []
+    found.append(ompi5_prefix().parent / "clone")
+    return next((d for d in found if (d / "opal" / "datatype" / "opal_datatype_pack.h").is_file()), None)
 
 
 @dataclass(frozen=True)
