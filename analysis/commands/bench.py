@@ -11,7 +11,9 @@ with other work the wall time says little, the CPU time stays comparable.
    (target <= 1 s);
 4. the regression set (`./harness regress`) from a clean tree (target <= 10 s);
    where gem5 is found: the default cycle sweep on that tree (target <= 30 min) and gem5's
-   simulated instructions per host second, O3 and fast-forward;
+   simulated instructions per host second, O3 and fast-forward; then the same cycle sweep in
+   sampled mode on the same tree (target <= 4 min), validated cell by cell against full O3
+   (error, interval, instruction count, the checks' verdicts): bench.json's gem5_sampled;
 5. the default sweep's perf measurements (host baselines here, SVE runs on A64FX): native
    timing, no emulation, its length set by the method (processes x calls x sizes); reported
    beside the count sweep, not inside its target;
@@ -50,8 +52,10 @@ from analysis.backends.registry import REGISTRY
 from analysis.commands import report as report_page
 from analysis.commands.guard import snakemake_cmd
 from analysis.core import config, mpi
-from analysis.core.table import read_counts
+from analysis.core.table import read_counts, read_provenance
 from analysis.stages import build
+from analysis.stages.checks import claim
+from analysis.stages.series import by_category
 
 REPO = config.REPO
 # The targets of issue 28 (2 cores, a fresh clone; gem5's from issue 14); bench prints each
@@ -95,11 +99,12 @@ def figure(seconds: float, cpu: float, target: float | None = None, cpu_target: 
         out.update(cpu_target_s=cpu_target, met=out.get("met", True) and out["cpu_s"] <= cpu_target)
     return out
 
-def sweep_time(cfg: str, work: Path, cores: int, hidden: bool = False, target: str = "counts_all") -> tuple[float, float]:
+def sweep_time(cfg: str, work: Path, cores: int, hidden: bool = False, target: str = "counts_all",
+               results: Path | None = None) -> tuple[float, float]:
     """Wall and CPU time of one sweep's target (counts_all: everything but the perf
     measurements); hidden=True hides the backends that say how (Backend.HIDE_ENV: gem5), so
-    that only the counts are timed."""
-    over = {"results_dir": str(work / "results"), "build_dir": str(work / "build")}
+    that only the counts are timed. `results`: a results folder other than work/results."""
+    over = {"results_dir": str(results or work / "results"), "build_dir": str(work / "build")}
     env = {**os.environ, **HIDDEN} if hidden else os.environ
     # Snakemake 9's --quiet takes choices and would read a target after it as one: targets first.
     wall, cpu, _ = timed(snakemake_cmd(cfg, over, cores, [target, "--quiet", "all"]), cwd=REPO, env=env)
@@ -160,11 +165,27 @@ def overhead(cfg: str, work: Path, min_seconds: float, repeats: int = 5) -> dict
         "met": statistics.median(t_count) / statistics.median(t_plain) <= TARGETS["overhead_ratio"],
     }
 
+def verdicts(cfg: str, results: Path) -> dict[str, str]:
+    """Each check of a sweep file evaluated on the tables in `results`: "result | verdict"."""
+    sweep = mpi.without_unbuilt(config.load(Path(cfg) if Path(cfg).is_absolute() else REPO / cfg,
+                                            {"results_dir": str(results)}))
+    counts = by_category(read_counts(results / "counts.csv"))
+    prov = read_provenance(results / "provenance.csv")
+    ran = set(counts["backend"])
+    out = {}
+    for c in sweep.checks:
+        row = claim(c, counts, prov, sweep, ran)
+        out[c.id] = f"{row.result} | {row.verdict.text() if row.verdict else '-'}"
+    return out
+
+
 def backend_parts(cfg: str, work: Path, cores: int) -> dict[str, Any]:
     """What each backend times beyond the count sweep (Backend.bench: gem5's cycle sweep, perf's
     measurements), on the tree the count sweep was timed in; its lines printed as they come."""
     b = Bench(cfg, work, lambda target, hidden: sweep_time(cfg, work, cores, hidden, target), figure, verdict, TARGETS,
-              read_counts)
+              read_counts,
+              lambda other, results, hidden, target: sweep_time(other, work, cores, hidden, target, results),
+              verdicts)
     out = {}
     for name, backend in REGISTRY.items():
         entry, lines = backend.bench(b)
@@ -172,6 +193,7 @@ def backend_parts(cfg: str, work: Path, cores: int) -> dict[str, Any]:
             print(line, flush=True)
         if entry is not None:
             out[name] = entry
+    out.update(b.extra)
     return out
 
 def sweep_figure(cfg: str, work: Path, cores: int, target: float, cpu_target: float | None = None) -> dict[str, Any]:
