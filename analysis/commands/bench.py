@@ -179,15 +179,18 @@ def verdicts(cfg: str, results: Path) -> dict[str, str]:
     return out
 
 
-def backend_parts(cfg: str, work: Path, cores: int) -> dict[str, Any]:
-    """What each backend times beyond the count sweep (Backend.bench: gem5's cycle sweep, perf's
-    measurements), on the tree the count sweep was timed in; its lines printed as they come."""
+def backend_parts(cfg: str, work: Path, cores: int, only: str | None = None) -> dict[str, Any]:
+    """What each backend (or only the one named) times beyond the count sweep (Backend.bench:
+    gem5's cycle sweep, perf's measurements), on the tree the count sweep was timed in; its
+    lines printed as they come."""
     b = Bench(cfg, work, lambda target, hidden: sweep_time(cfg, work, cores, hidden, target), figure, verdict, TARGETS,
               read_counts,
               lambda other, results, hidden, target: sweep_time(other, work, cores, hidden, target, results),
               verdicts)
     out = {}
     for name, backend in REGISTRY.items():
+        if only is not None and name != only:
+            continue
         entry, lines = backend.bench(b)
         for line in lines:
             print(line, flush=True)
@@ -313,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-slurm-default", action="store_true", help="through the local Slurm, the tiny sweep only")
     p.add_argument("--skip-slurm", action="store_true", help="skip the sweeps through the local Slurm")
     p.add_argument("--skip-mpi", action="store_true", help="skip the Open MPI 5 build time and the MPI sweep")
+    p.add_argument("--only", choices=list(REGISTRY),
+                   help="after the default count sweep, time this backend's part alone (gem5: the cycle sweep, full "
+                        "and sampled) and stop")
     p.add_argument("--out", type=Path, default=REPO / "results" / "bench.json")
     ns = p.parse_args(argv)
     report: dict[str, Any] = {"cores": ns.cores, "host": os.uname().nodename, "load_avg_start": os.getloadavg()[0]}
@@ -332,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
               "verification)", flush=True)
         for name, r in o["per_kernel"].items():
             print(f"  {name:28s} {100 * r['outside_share']:5.1f} % outside the ROI ({r['whole']:,} whole)", flush=True)
+        if ns.only:
+            report.update(backend_parts(ns.config, work / "default", ns.cores, ns.only))
+            return finish(report, ns.out, work)
         # A no-op start varies by a second between identical runs on a shared VM: the median of three.
         # First, untimed, the user's own `./harness sweep` on the tree counted above (by Snakemake
         # directly): it records what the re-runs' up-to-date check compares.
@@ -370,10 +379,15 @@ def main(argv: list[str] | None = None) -> int:
             report["mpi"] = mpi_timings(work / "mpi", ns.cores)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return finish(report, ns.out, work)
+
+
+def finish(report: dict[str, Any], out: Path, work: Path) -> int:
+    shutil.rmtree(work, ignore_errors=True)
     report["load_avg_end"] = os.getloadavg()[0]
-    ns.out.parent.mkdir(parents=True, exist_ok=True)
-    ns.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {ns.out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
     return 0
 
 if __name__ == "__main__":
