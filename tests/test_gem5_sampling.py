@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -120,6 +121,43 @@ def test_a_record_whose_interval_misses_its_cycles_is_refused() -> None:
         gem5.check_record({"gem5": {"cycles": 10.0, "cycles_ci_low": 11.0, "cycles_ci_high": 12.0}}, "runs[0]")
     with pytest.raises(RecordError, match="interval"):
         gem5.check_record({"gem5": {"cycles": 10.0, "cycles_ci_low": 9.0}}, "runs[0]")
+
+
+def gem5_rows(values: dict[str, float], vl: int) -> list[dict[str, Any]]:
+    return [{"kernel": "copy", "variant": "acle_4v", "op": "-", "dtype": "uint8", "layout": "contiguous", "build": "vla",
+             "cpu_model": "paper", "backend": "gem5", "compiler": "gcc", "vl": vl, "size": 1048576, "metric": m,
+             "value": v} for m, v in values.items()]
+
+
+def test_the_summary_gives_each_sampled_cell_its_interval() -> None:
+    counts = pd.DataFrame(gem5_rows({"gem5.cycles": 1_230_000, "gem5.cycles_ci_low": 1_220_160,
+                                     "gem5.cycles_ci_high": 1_239_840}, 128)
+                          + gem5_rows({"gem5.cycles": 5000, "gem5.cycles_ci_low": 5000, "gem5.cycles_ci_high": 5000}, 2048))
+    lines = gem5_sampled.report(counts)
+    assert lines[1] == "## gem5 cycles, sampled"
+    assert lines[-2:] == ["| copy | acle_4v | - | uint8 | paper | 128 | 1048576 | 1.230 M | 0.80 % |",
+                          "| copy | acle_4v | - | uint8 | paper | 2048 | 1048576 | 0.005 M | 0.00 % |"]
+    full = pd.DataFrame(gem5_rows({"gem5.cycles": 1_230_000}, 128))
+    assert gem5_sampled.report(full) == []
+
+
+def test_the_validation_table_compares_full_and_sampled_cell_by_cell() -> None:
+    full = pd.DataFrame(gem5_rows({"gem5.cycles": 1_000_000, "gem5.insts": 80_000, "gem5.ipc_milli": 80,
+                                   "gem5.l1d_misses": 16_000}, 128)
+                        + gem5_rows({"gem5.cycles": 9000, "gem5.insts": 5000, "gem5.ipc_milli": 556,
+                                     "gem5.l1d_misses": 100}, 2048))
+    sampled = pd.DataFrame(gem5_rows({"gem5.cycles": 1_015_000, "gem5.insts": 80_000, "gem5.cycles_ci_low": 1_001_000,
+                                      "gem5.cycles_ci_high": 1_029_000}, 128)
+                           + gem5_rows({"gem5.cycles": 9100, "gem5.insts": 5001, "gem5.cycles_ci_low": 9100,
+                                        "gem5.cycles_ci_high": 9100}, 2048))
+    v = gem5_sampled.validation(full, sampled).set_index("vl")
+    assert v.loc[128, "error_pct"] == pytest.approx(1.5) and v.loc[128, "half_width_pct"] == pytest.approx(
+        100 * 14_000 / 1_015_000)
+    assert not v.loc[128, "inside"] and v.loc[128, "sampled_part"] and v.loc[128, "l1d_mpki"] == pytest.approx(200)
+    assert not v.loc[2048, "sampled_part"] and v.loc[2048, "insts_sampled"] != v.loc[2048, "insts_full"]
+    lines = gem5_sampled.validation_lines(v.reset_index())
+    assert lines[2] == "| copy | acle_4v | - | 128 | 1,000,000 | 1,015,000 | +1.50 | 1.38 | NO | yes | 0.08 | 200.0 |"
+    assert lines[3].endswith("| full (ROI inside the prefix) | NO | NO | 0.56 | 20.0 |")
 
 
 def sweep_with(tmp_path: Path, gem5_section: dict[str, Any]) -> config.Sweep:

@@ -179,7 +179,12 @@ def agreement(counts: DataFrame) -> DataFrame:
 
 
 def report(counts: DataFrame) -> list[str]:
-    """results/summary.md's section on gem5 against QEMU (none without cells of both)."""
+    """results/summary.md's sections on gem5: its sampled cycles with their intervals (a sampled
+    sweep), and its instructions against QEMU's (none without cells of both)."""
+    return gem5_sampled.report(counts) + agreement_report(counts)
+
+
+def agreement_report(counts: DataFrame) -> list[str]:
     agree = agreement(counts)
     if not len(agree):
         return []
