@@ -5,6 +5,7 @@ instruction count and the same output in every cell (the switch between the CPUs
 predicate registers, docs/guide/gem5.md), and cycles inside the stated interval."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -204,24 +205,24 @@ def test_the_sampled_command_names_its_units_and_a_seed_of_the_cell() -> None:
 
 # Small units, so that ROIs of tens of thousands of instructions switch CPUs dozens of times,
 # inside the SVE loops: every kind of predicate use (whilelo loops, compare results, gathers,
-# scatters, first-fault loads in glibc's memcpy) meets a switch.
+# scatters, glibc's SVE memcpy) meets a switch.
 SMALL = {"unit": 300, "warmup": 500, "period": 1500, "prefix": 3000}
-CELLS = [("copy", "c_vec", "-", "uint8"), ("copy", "glibc_memcpy", "-", "uint8"), ("pack", "acle", "-", "float"),
-         ("unpack", "acle", "-", "float"), ("reduce", "acle", "max", "float")]
+CELLS = ["copy-c_vec", "copy-glibc_memcpy", "pack-acle", "unpack-acle", "reduce-acle"]
+# The default sweep's runs of each binary (its arguments), at 1 MiB: the cell's VL is set below.
+RUNS = {j.binary.name: dataclasses.replace(j.runs[0], size=1048576)
+        for j in gem5.jobs(config.load(REPO / "configs" / "default.yaml"), None)}
 
 
 @pytest.mark.slow
 @pytest.mark.needs_gem5
 @pytest.mark.parametrize("vl", [128, 384, 2048])
-@pytest.mark.parametrize("kernel, variant, op, dtype", CELLS, ids=lambda x: str(x))
-def test_sampled_runs_simulate_every_instruction_of_the_full_run(binaries, tmp_path: Path, kernel: str, variant: str,
-                                                                 op: str, dtype: str, vl: int) -> None:
+@pytest.mark.parametrize("name", CELLS)
+def test_sampled_runs_simulate_every_instruction_of_the_full_run(binaries, tmp_path: Path, name: str, vl: int) -> None:
     """The same ROI instruction count and ops, the same output (checksum; the kernel verifies it
     too), and the full run's cycles inside the sampled interval."""
-    size = 65536
-    run = Run(vl, size, op, dtype, ())
+    run = dataclasses.replace(RUNS[name], vl=vl)
     desc = config.load_gem5_systems()["paper"]
-    binary = binaries(kernel, variant, "vla", "gem5")
+    binary = binaries(*name.split("-", 1), "vla", "gem5")
     full = gem5.run_once(Path(GEM5), binary, "paper", desc, run, tmp_path / "full")
     sampled = gem5.run_once(Path(GEM5), binary, "paper", desc, run, tmp_path / "sampled", None, SMALL)
     assert sampled["gem5"]["insts"] == full["gem5"]["insts"]
@@ -239,7 +240,7 @@ def test_a_roi_shorter_than_the_prefix_is_a_full_run(binaries, tmp_path: Path) -
     own, with an interval of no width. They are not the full run's to the cycle: the sampled
     system's O3 core starts the ROI with the branch predictor the atomic CPU trained before it
     (shared for functional warming), the full run's with an untrained one."""
-    run = Run(2048, 65536, "-", "uint8", ())
+    run = dataclasses.replace(RUNS["copy-acle_4v"], vl=2048)  # 5,146 instructions
     desc = config.load_gem5_systems()["paper"]
     binary = binaries("copy", "acle_4v", "vla", "gem5")
     full = gem5.run_once(Path(GEM5), binary, "paper", desc, run, tmp_path / "full")
