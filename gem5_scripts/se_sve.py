@@ -280,7 +280,7 @@ def main():
     p.add_argument("--unit", type=int, default=1000, help="sampled: instructions measured per unit")
     p.add_argument("--warmup", type=int, default=2000, help="sampled: detailed warm-up before each unit")
     p.add_argument("--period", type=int, default=20000, help="sampled: one unit per this many instructions")
-    p.add_argument("--prefix", type=int, default=100000, help="sampled: the ROI's first instructions, all on O3")
+    p.add_argument("--prefix", type=int, default=200000, help="sampled: the ROI's first instructions, all on O3")
     p.add_argument("--seed", type=int, default=1, help="sampled: the units' offsets inside their periods")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- binary and its arguments")
     args = p.parse_args()
