@@ -203,7 +203,8 @@ def agreement_report(counts: DataFrame) -> list[str]:
 
 def bench(b: Bench) -> tuple[dict[str, Any] | None, list[str]]:
     """The default cycle sweep (where gem5 is found) on top of an already counted tree, and
-    gem5's simulation speed: O3 from the ROI blocks, fast-forward from the rest of each run."""
+    gem5's simulation speed: O3 from the ROI blocks, fast-forward from the rest of each run;
+    then, when that sweep is full O3, its sampled mode validated against it (gem5_sampled)."""
     sweep = config.load(REPO / b.config)
     if sweep.gem5 is None:
         return None, []
@@ -267,9 +268,8 @@ def gem5_version(gem5: Path) -> str:
     return f"gem5 {m.group(1)}" if m else "gem5 (version unknown)"
 
 
-def parse_stats(text: str, where: str, also: tuple[str, ...] = ()) -> dict[str, float]:
-    """The first statistics block (the ROI: reset at roi_begin, dumped at roi_end); `also`: names
-    it must hold besides STATS and HOST_STATS."""
+def parse_stats(text: str, where: str) -> dict[str, float]:
+    """The first statistics block (the ROI: reset at roi_begin, dumped at roi_end)."""
     begin = text.find("---------- Begin Simulation Statistics ----------")
     end = text.find("---------- End Simulation Statistics   ----------")
     if begin < 0 or end < 0:
@@ -285,7 +285,7 @@ def parse_stats(text: str, where: str, also: tuple[str, ...] = ()) -> dict[str, 
     for name, accesses in ZERO_WHEN_ABSENT.items():
         if name not in values and accesses in values:
             values[name] = 0.0
-    missing = [name for name in [*STATS, *HOST_STATS, *also] if name not in values]
+    missing = [name for name in [*STATS, *HOST_STATS] if name not in values]
     if missing:
         raise RunError(f"{where}: stats.txt lacks {', '.join(missing)} (system names changed in gem5_scripts/se_sve.py?)")
     return values
