@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.backends import RecordError, RunError, gem5, gem5_sampled
+from analysis.backends import Bench, RecordError, RunError, gem5, gem5_sampled
+from analysis.commands import bench as bench_cmd
 from analysis.core import config, sampling
 from analysis.core.config import ConfigError, Run
 from analysis.core.sampling import Part
@@ -159,6 +160,44 @@ def test_the_validation_table_compares_full_and_sampled_cell_by_cell() -> None:
     lines = gem5_sampled.validation_lines(v.reset_index())
     assert lines[2] == "| copy | acle_4v | - | 128 | 1,000,000 | 1,015,000 | +1.50 | 1.38 | NO | yes | 0.08 | 200.0 |"
     assert lines[3].endswith("| full (ROI inside the prefix) | NO | NO | 0.56 | 20.0 |")
+
+
+def test_bench_writes_gem5_sampled_from_both_trees(tmp_path: Path) -> None:
+    """bench's sampled part on a stand-in Bench: the sampled sweep file it writes, the two
+    timings it asks for, and its bench.json entry from the two tables and the two verdict sets."""
+    full = pd.DataFrame(gem5_rows({"gem5.cycles": 1_000_000, "gem5.insts": 80_000, "gem5.ipc_milli": 80,
+                                   "gem5.l1d_misses": 16_000}, 128)
+                        + gem5_rows({"gem5.cycles": 9000, "gem5.insts": 5000, "gem5.ipc_milli": 556,
+                                     "gem5.l1d_misses": 100}, 2048))
+    sampled = pd.DataFrame(gem5_rows({"gem5.cycles": 1_015_000, "gem5.insts": 80_000, "gem5.cycles_ci_low": 1_001_000,
+                                      "gem5.cycles_ci_high": 1_029_000}, 128)
+                           + gem5_rows({"gem5.cycles": 9000, "gem5.insts": 5000, "gem5.cycles_ci_low": 9000,
+                                        "gem5.cycles_ci_high": 9000}, 2048))
+    timed: list[tuple[str, Path, bool, str]] = []
+
+    def time_sweep(cfg: str, results: Path, hidden: bool, target: str) -> tuple[float, float]:
+        timed.append((cfg, results, hidden, target))
+        return (0.0, 0.0) if hidden else (120.0, 200.0)
+
+    b = Bench("configs/default.yaml", tmp_path, lambda target, hidden: (0.0, 0.0), bench_cmd.figure, bench_cmd.verdict,
+              bench_cmd.TARGETS, lambda path: sampled if path.parent.name == "results-sampled" else full, time_sweep,
+              lambda cfg, results: {"fig3": "pass | reproduced",
+                                    "fig5": "FAIL | differs" if results.name == "results-sampled" else "pass | reproduced"})
+    entry, lines = gem5_sampled.bench_sampled(b, config.load(REPO / "configs" / "default.yaml"), 900.0)
+    cfg = tmp_path / "gem5-sampled.yaml"
+    assert timed == [(str(cfg), tmp_path / "results-sampled", True, "counts_all"),
+                     (str(cfg), tmp_path / "results-sampled", False, "counts_all")]
+    doc = json.loads(cfg.read_text())
+    assert doc["gem5"]["mode"] == "sampled" and Path(doc["kernel_table"]).is_absolute()
+    assert {k: entry[k] for k in ("seconds", "cpu_s", "full_seconds", "cells", "max_abs_error_pct", "outside_interval",
+                                  "instructions_differ", "verdicts_differ", "met")} == {
+        "seconds": 120.0, "cpu_s": 200.0, "full_seconds": 900.0, "cells": 2, "max_abs_error_pct": 1.5,
+        "outside_interval": ["copy-acle_4v vl128 1048576"], "instructions_differ": [], "verdicts_differ": ["fig5"],
+        "met": False}
+    json.dumps(entry)  # plain numbers only
+    assert lines[0].startswith("gem5 cycle sweep, sampled: 120.0 s (target <= 240: met; full 900.0 s); 2 cells, "
+                               "largest error 1.5 % (target <= 2 %), 1 outside their 99.7 % interval, instructions "
+                               "equal in every cell, verdicts DIFFER: fig5")
 
 
 def sweep_with(tmp_path: Path, gem5_section: dict[str, Any]) -> config.Sweep:

@@ -138,13 +138,16 @@ def bench_sampled(b: Bench, sweep: Sweep, full_seconds: float) -> tuple[dict[str
     outside = [cell_label(r) for r in v[~v["inside"]].itertuples()]
     insts_differ = [cell_label(r) for r in v[v["insts_full"] != v["insts_sampled"]].itertuples()]
     max_err = round(float(v["error_pct"].abs().max()), 3) if len(v) else None
+    units = config.load(cfg).gem5
+    assert units is not None and units.sampling is not None
     entry = b.figure(wall, cpu, SAMPLED_TARGET_S, full_seconds=round(full_seconds, 2), cells=len(v),
                      max_abs_error_pct=max_err, error_target_pct=SAMPLED_ERROR_PCT, outside_interval=outside,
-                     instructions_differ=insts_differ, verdicts_differ=differ,
-                     sampling=dataclasses.asdict(config.load(cfg).gem5.sampling),  # type: ignore[union-attr, arg-type]
-                     per_cell=[{"cell": cell_label(r), "full": r.full, "sampled": round(r.sampled),
-                                "error_pct": round(r.error_pct, 3), "half_width_pct": round(r.half_width_pct, 3),
-                                "inside": bool(r.inside), "l1d_mpki": round(r.l1d_mpki, 1)} for r in v.itertuples()])
+                     instructions_differ=insts_differ, verdicts_differ=differ, sampling=dataclasses.asdict(units.sampling),
+                     # numpy's numbers made plain for JSON
+                     per_cell=[{"cell": cell_label(r), "full": int(r.full), "sampled": int(r.sampled),
+                                "error_pct": round(float(r.error_pct), 3),
+                                "half_width_pct": round(float(r.half_width_pct), 3), "inside": bool(r.inside),
+                                "l1d_mpki": round(float(r.l1d_mpki), 1)} for r in v.itertuples()])
     entry["met"] = bool(entry["met"] and max_err is not None and max_err <= SAMPLED_ERROR_PCT
                         and len(outside) <= SAMPLED_OUTSIDE_SHARE * len(v) and not insts_differ and not differ)
     lines = [f"gem5 cycle sweep, sampled: {entry['seconds']} s ({b.verdict(entry['seconds'], SAMPLED_TARGET_S)}; full "
