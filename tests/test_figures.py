@@ -203,3 +203,31 @@ def test_a_ratio_figure_draws_each_line_as_its_count_figure_does(drawn: list[tup
         looks, ratio_looks = labelled(main), labelled(ratio)
         assert len(ratio_looks) == len(looks) - 1
         assert {lab: looks.get(lab) for lab in ratio_looks} == ratio_looks
+
+
+def test_sampled_cycles_draw_their_interval_as_error_bars() -> None:
+    """A cycle figure whose metric has gem5.cycles_ci_low/high rows (sampled gem5) draws each
+    VL's interval as a bar on its line; a figure without such rows draws none."""
+    counts, prov = synthetic_counts(DEFAULT)
+    cyc = counts[counts["metric"] == "gem5.cycles"]
+    bounds = pd.concat([cyc.assign(metric="gem5.cycles_ci_low", value=cyc["value"] * 9 // 10),
+                        cyc.assign(metric="gem5.cycles_ci_high", value=cyc["value"] * 11 // 10)])
+    drawn = dict(figures.count_figures(pd.concat([counts, bounds]), prov, DEFAULT, Path("synthetic.csv")))
+    try:
+        def bars(name: str) -> dict[str, list[tuple[float, float]]]:
+            return {c.get_gid(): sorted((seg[0][1], seg[1][1]) for seg in c.get_segments())
+                    for ax in drawn[name].axes for c in ax.collections if (c.get_gid() or "").endswith("/interval")}
+
+        fig3 = bars("fig3_copy_cycles")
+        drawn_ids = {gid for gid, _, _ in lines(drawn["fig3_copy_cycles"])}
+        assert set(fig3) == {f"{gid}/interval" for gid in drawn_ids} and drawn_ids
+        acle = fig3["gcc/copy/acle_4v/-/uint8/interval"]
+        # Variant i of the synthetic table: (i + 1) * 1e6 * 128 / VL; acle_4v is the second.
+        values = sorted(v for v in cyc[(cyc["variant"] == "acle_4v") & (cyc["build"] == "vla")]["value"])
+        assert acle == sorted((v * 9 // 10, v * 11 // 10) for v in values)
+        assert not bars("fig2_copy") and not bars("ipc")
+        drawn["fig3_copy_cycles"].canvas.draw()
+        assert not outside(drawn["fig3_copy_cycles"])
+    finally:
+        for fig in drawn.values():
+            plt.close(fig)

@@ -44,6 +44,10 @@ RECORD_KEYS = {
     "config": "the sweep file a results folder's good.json names",
     "qemu": "the QEMU version among the tool versions of a fingerprint",
     "mpi": "the MPI library's version among a raw file's tool versions",
+    "sampling": "a sampled gem5 run's record of its units (sampling.json) and its plan's settings",
+    "period": "the sampling period of perf record in ab's report, a sampled gem5 run's settings",
+    "prefix": "a sampled gem5 run's settings in its sampling.json",
+    "unit": "a sampled gem5 run's settings in its sampling.json",
 }
 # (module, key) -> why that read of the configuration cannot go through the typed model. None today.
 ALLOWED: dict[tuple[str, str], str] = {}

@@ -59,6 +59,13 @@ class Bench:
     verdict: Callable[[float, float], str]  # "target <= T: met" (value, target)
     targets: dict[str, float]  # bench's targets by name
     read_counts: Callable[[Path], DataFrame]
+    # Wall and CPU seconds of a Snakemake target of another sweep file on the same build tree,
+    # its results in a folder of its own: (sweep file, results folder, hidden, target).
+    time_sweep: Callable[[str, Path, bool, str], tuple[float, float]]
+    # Each check's result and verdict ("pass | verdict text") from a sweep file's results folder.
+    verdicts: Callable[[str, Path], dict[str, str]]
+    # Further top-level entries of bench.json a backend adds (gem5: gem5_sampled), by key.
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

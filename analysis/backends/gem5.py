@@ -10,6 +10,7 @@ results/gem5/<system>/<kernel>-<variant>/vl<N>-<size>/.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -17,11 +18,13 @@ import shutil
 import subprocess
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
 from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, count_job, parse_ok_line, run_limited,
                                staged)
+from analysis.backends import gem5_sampled
 from analysis.core import config
 from analysis.core.config import REPO, Job, Run, Sweep, cross_build
 
@@ -49,6 +52,7 @@ STATS = {
     "system.l2.overallMisses::total": "l2_misses",
 }
 HOST_STATS = ("hostSeconds", "hostInstRate", "simInsts")
+FULL, SAMPLED = gem5_sampled.FULL, gem5_sampled.SAMPLED
 # gem5 prints a cache's miss counts (vector statistics flagged nozero) only when they are
 # not zero: a 1 MiB copy that fits in the a64fx-like system's 8 MiB L2 has no
 # system.l2.overallMisses line at all. A miss count is 0 when the same cache's access
@@ -114,9 +118,14 @@ def time_factor(sweep: Sweep) -> float:
 
 
 def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
-    assert sweep.gem5 is not None
-    return {"gem5": ready.found["gem5"], "system": sweep.gem5.systems[job.cpu_model].description,
-            "runs_dir": str(sweep.results_dir / "gem5" / job.cpu_model / job.binary.name)}
+    g = sweep.gem5
+    assert g is not None
+    out = {"gem5": ready.found["gem5"], "system": g.systems[job.cpu_model].description,
+           "runs_dir": str(sweep.results_dir / "gem5" / job.cpu_model / job.binary.name)}
+    if g.mode == SAMPLED:  # a full run's plan stays as it was: its jobs are not re-run
+        assert g.sampling is not None
+        out["sampling"] = dataclasses.asdict(g.sampling)
+    return out
 
 
 def inputs(build_dir: Path) -> list[str]:
@@ -129,7 +138,8 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
 
     def one(run: Run, limit: float) -> dict[str, Any]:
         tag = f"vl{run.vl}-{run.size}" + ("" if run.op == config.NO_OP else f"-{run.op}-{run.dtype}")
-        return run_once(Path(s["gem5"]), binary, plan.cpu_model, s["system"], run, runs_dir / tag, limit)
+        return run_once(Path(s["gem5"]), binary, plan.cpu_model, s["system"], run, runs_dir / tag, limit,
+                        s.get("sampling"))
 
     return {"system": s["system"]}, count_job(plan, one, log)
 
@@ -143,6 +153,10 @@ def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]
 def check_record(run: dict[str, Any], where: str) -> None:
     if not isinstance(run.get("gem5"), dict) or not all(isinstance(v, (int, float)) for v in run["gem5"].values()):
         raise RecordError(f"{where}.gem5 is not a table of numbers")
+    g = run["gem5"]
+    if ("cycles_ci_low" in g) != ("cycles_ci_high" in g) or ("cycles_ci_low" in g and not
+                                                            g["cycles_ci_low"] <= g["cycles"] <= g["cycles_ci_high"]):
+        raise RecordError(f"{where}.gem5: a sampled run's interval must hold its cycles")
 
 
 # --- what the reports make of its rows --------------------------------------------------------
@@ -165,7 +179,12 @@ def agreement(counts: DataFrame) -> DataFrame:
 
 
 def report(counts: DataFrame) -> list[str]:
-    """results/summary.md's section on gem5 against QEMU (none without cells of both)."""
+    """results/summary.md's sections on gem5: its sampled cycles with their intervals (a sampled
+    sweep), and its instructions against QEMU's (none without cells of both)."""
+    return gem5_sampled.report(counts) + agreement_report(counts)
+
+
+def agreement_report(counts: DataFrame) -> list[str]:
     agree = agreement(counts)
     if not len(agree):
         return []
@@ -184,7 +203,8 @@ def report(counts: DataFrame) -> list[str]:
 
 def bench(b: Bench) -> tuple[dict[str, Any] | None, list[str]]:
     """The default cycle sweep (where gem5 is found) on top of an already counted tree, and
-    gem5's simulation speed: O3 from the ROI blocks, fast-forward from the rest of each run."""
+    gem5's simulation speed: O3 from the ROI blocks, fast-forward from the rest of each run;
+    then, when that sweep is full O3, its sampled mode validated against it (gem5_sampled)."""
     sweep = config.load(REPO / b.config)
     if sweep.gem5 is None:
         return None, []
@@ -205,9 +225,14 @@ def bench(b: Bench) -> tuple[dict[str, Any] | None, list[str]]:
     g = b.figure(wall, cpu, b.targets["gem5_s"],
                  o3_insts_per_host_s=round(o3_insts / o3_secs) if o3_secs else None,
                  fast_forward_insts_per_host_s_approx=round(ff_insts / ff_secs) if ff_secs > 0 else None)
-    return g, [f"gem5 default cycle sweep: {g['seconds']} s ({b.verdict(g['seconds'], g['target_s'])}); O3 "
-               f"{g['o3_insts_per_host_s']} insts/host s, fast-forward ~{g['fast_forward_insts_per_host_s_approx']} "
-               "insts/host s"]
+    lines = [f"gem5 default cycle sweep: {g['seconds']} s ({b.verdict(g['seconds'], g['target_s'])}); O3 "
+             f"{g['o3_insts_per_host_s']} insts/host s, fast-forward ~{g['fast_forward_insts_per_host_s_approx']} "
+             "insts/host s"]
+    if sweep.gem5.mode == FULL:
+        entry, more = gem5_sampled.bench_sampled(b, sweep, wall)
+        b.extra["gem5_sampled"] = entry
+        lines += more
+    return g, lines
 
 
 # --- finding gem5 -------------------------------------------------------------------------------
@@ -285,13 +310,22 @@ def failure_line(simerr: str, simout: str, stderr: str) -> str:
     return rest[-1] if rest else "?"
 
 
-def command(gem5: Path, outdir: Path, system_json: Path, run: Run, exe: Path) -> list[str]:
+def command(gem5: Path, outdir: Path, system_json: Path, run: Run, exe: Path,
+            sampled: dict[str, int] | None = None, seed: int = 0) -> list[str]:
+    mode = [] if sampled is None else ["--mode", SAMPLED, *(a for k, v in sampled.items() for a in (f"--{k}", str(v))),
+                                       "--seed", str(seed)]
     return [str(gem5), "-r", "-e", "-d", str(outdir), str(SCRIPT), "--system", str(system_json),
-            "--vl", str(run.vl), "--vl-rule", config.vl_rule_arg(), "--", f"./{exe.name}", *run.argv()]
+            "--vl", str(run.vl), "--vl-rule", config.vl_rule_arg(), *mode, "--", f"./{exe.name}", *run.argv()]
+
+
+def seed_of(binary: Path, run: Run) -> int:
+    """The units' offsets are random but the same at every re-run of a cell: seeded from the cell."""
+    return zlib.crc32(f"{binary.name} {run.vl} {run.size} {run.op} {run.dtype}".encode())
 
 
 def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: Run, outdir: Path,
-             timeout: float | None = None) -> dict[str, Any]:
+             timeout: float | None = None, sampled: dict[str, int] | None = None) -> dict[str, Any]:
+    """One cell: full O3 (sampled None) or sampled with these units (gem5/sampling)."""
     cell = cell_name(binary, f"gem5:{system}", run)
     if outdir.exists():
         shutil.rmtree(outdir)
@@ -299,7 +333,7 @@ def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: R
     system_json = outdir / "system.json"
     system_json.write_text(json.dumps({"name": system, **desc}, indent=2))
     with staged(binary) as exe:
-        cmd = command(gem5, outdir.resolve(), system_json.resolve(), run, exe)
+        cmd = command(gem5, outdir.resolve(), system_json.resolve(), run, exe, sampled, seed_of(binary, run))
         t0 = time.monotonic()
         proc = run_limited(cmd, timeout, cell, cwd=exe.parent)
         seconds = time.monotonic() - t0
@@ -308,12 +342,20 @@ def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: R
         raise RunError(f"{cell}: gem5 exited with {proc.returncode}: {failure_line(simerr, simout, proc.stderr)} "
                        f"(output in {outdir})")
     fields = parse_ok_line(simout, cell)
-    stats = parse_stats((outdir / "stats.txt").read_text(), f"{cell} ({outdir})")
+    where = f"{cell} ({outdir})"
+    stats = parse_stats((outdir / "stats.txt").read_text(), where)
     (outdir / "command.txt").write_text(" ".join(cmd) + "\n")
-    return {
+    rec: dict[str, Any] = {
         "vl": run.vl, "vl_seen": int(fields["vl"]), "size": run.size, "op": run.op, "dtype": run.dtype,
         "argv": [f"./{exe.name}", *run.argv()], "command": cmd, "checksum": fields["checksum"],
         "seconds": round(seconds, 3), "outdir": str(outdir),
         "gem5": {metric: stats[name] for name, metric in STATS.items()},
         "host": {name: stats[name] for name in HOST_STATS},
     }
+    if sampled is not None:
+        doc = json.loads((outdir / "sampling.json").read_text())
+        rec["gem5"] = gem5_sampled.metrics(rec["gem5"], stats, doc, where)
+        rec["sampling"] = {k: doc[k] for k in ("settings", "roi_insts", "ended_in_prefix", "dropped", "cpu_switches",
+                                                "work_end_in_drain", "detailed_insts")}
+        rec["sampling"]["units"] = len(doc["units"])
+    return rec

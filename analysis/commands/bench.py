@@ -11,7 +11,9 @@ with other work the wall time says little, the CPU time stays comparable.
    (target <= 1 s);
 4. the regression set (`./harness regress`) from a clean tree (target <= 10 s);
    where gem5 is found: the default cycle sweep on that tree (target <= 30 min) and gem5's
-   simulated instructions per host second, O3 and fast-forward;
+   simulated instructions per host second, O3 and fast-forward; then the same cycle sweep in
+   sampled mode on the same tree (target <= 4 min), validated cell by cell against full O3
+   (error, interval, instruction count, the checks' verdicts): bench.json's gem5_sampled;
 5. the default sweep's perf measurements (host baselines here, SVE runs on A64FX): native
    timing, no emulation, its length set by the method (processes x calls x sizes); reported
    beside the count sweep, not inside its target;
@@ -50,8 +52,10 @@ from analysis.backends.registry import REGISTRY
 from analysis.commands import report as report_page
 from analysis.commands.guard import snakemake_cmd
 from analysis.core import config, mpi
-from analysis.core.table import read_counts
+from analysis.core.table import read_counts, read_provenance
 from analysis.stages import build
+from analysis.stages.checks import claim
+from analysis.stages.series import by_category
 
 REPO = config.REPO
 # The targets of issue 28 (2 cores, a fresh clone; gem5's from issue 14); bench prints each
@@ -95,11 +99,12 @@ def figure(seconds: float, cpu: float, target: float | None = None, cpu_target: 
         out.update(cpu_target_s=cpu_target, met=out.get("met", True) and out["cpu_s"] <= cpu_target)
     return out
 
-def sweep_time(cfg: str, work: Path, cores: int, hidden: bool = False, target: str = "counts_all") -> tuple[float, float]:
+def sweep_time(cfg: str, work: Path, cores: int, hidden: bool = False, target: str = "counts_all",
+               results: Path | None = None) -> tuple[float, float]:
     """Wall and CPU time of one sweep's target (counts_all: everything but the perf
     measurements); hidden=True hides the backends that say how (Backend.HIDE_ENV: gem5), so
-    that only the counts are timed."""
-    over = {"results_dir": str(work / "results"), "build_dir": str(work / "build")}
+    that only the counts are timed. `results`: a results folder other than work/results."""
+    over = {"results_dir": str(results or work / "results"), "build_dir": str(work / "build")}
     env = {**os.environ, **HIDDEN} if hidden else os.environ
     # Snakemake 9's --quiet takes choices and would read a target after it as one: targets first.
     wall, cpu, _ = timed(snakemake_cmd(cfg, over, cores, [target, "--quiet", "all"]), cwd=REPO, env=env)
@@ -160,18 +165,38 @@ def overhead(cfg: str, work: Path, min_seconds: float, repeats: int = 5) -> dict
         "met": statistics.median(t_count) / statistics.median(t_plain) <= TARGETS["overhead_ratio"],
     }
 
-def backend_parts(cfg: str, work: Path, cores: int) -> dict[str, Any]:
-    """What each backend times beyond the count sweep (Backend.bench: gem5's cycle sweep, perf's
-    measurements), on the tree the count sweep was timed in; its lines printed as they come."""
+def verdicts(cfg: str, results: Path) -> dict[str, str]:
+    """Each check of a sweep file evaluated on the tables in `results`: "result | verdict"."""
+    sweep = mpi.without_unbuilt(config.load(Path(cfg) if Path(cfg).is_absolute() else REPO / cfg,
+                                            {"results_dir": str(results)}))
+    counts = by_category(read_counts(results / "counts.csv"))
+    prov = read_provenance(results / "provenance.csv")
+    ran = set(counts["backend"])
+    out = {}
+    for c in sweep.checks:
+        row = claim(c, counts, prov, sweep, ran)
+        out[c.id] = f"{row.result} | {row.verdict.text() if row.verdict else '-'}"
+    return out
+
+
+def backend_parts(cfg: str, work: Path, cores: int, only: str | None = None) -> dict[str, Any]:
+    """What each backend (or only the one named) times beyond the count sweep (Backend.bench:
+    gem5's cycle sweep, perf's measurements), on the tree the count sweep was timed in; its
+    lines printed as they come."""
     b = Bench(cfg, work, lambda target, hidden: sweep_time(cfg, work, cores, hidden, target), figure, verdict, TARGETS,
-              read_counts)
+              read_counts,
+              lambda other, results, hidden, target: sweep_time(other, work, cores, hidden, target, results),
+              verdicts)
     out = {}
     for name, backend in REGISTRY.items():
+        if only is not None and name != only:
+            continue
         entry, lines = backend.bench(b)
         for line in lines:
             print(line, flush=True)
         if entry is not None:
             out[name] = entry
+    out.update(b.extra)
     return out
 
 def sweep_figure(cfg: str, work: Path, cores: int, target: float, cpu_target: float | None = None) -> dict[str, Any]:
@@ -291,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-slurm-default", action="store_true", help="through the local Slurm, the tiny sweep only")
     p.add_argument("--skip-slurm", action="store_true", help="skip the sweeps through the local Slurm")
     p.add_argument("--skip-mpi", action="store_true", help="skip the Open MPI 5 build time and the MPI sweep")
+    p.add_argument("--only", choices=list(REGISTRY),
+                   help="after the default count sweep, time this backend's part alone (gem5: the cycle sweep, full "
+                        "and sampled) and stop")
     p.add_argument("--out", type=Path, default=REPO / "results" / "bench.json")
     ns = p.parse_args(argv)
     report: dict[str, Any] = {"cores": ns.cores, "host": os.uname().nodename, "load_avg_start": os.getloadavg()[0]}
@@ -310,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
               "verification)", flush=True)
         for name, r in o["per_kernel"].items():
             print(f"  {name:28s} {100 * r['outside_share']:5.1f} % outside the ROI ({r['whole']:,} whole)", flush=True)
+        if ns.only:
+            report.update(backend_parts(ns.config, work / "default", ns.cores, ns.only))
+            return finish(report, ns.out, work)
         # A no-op start varies by a second between identical runs on a shared VM: the median of three.
         # First, untimed, the user's own `./harness sweep` on the tree counted above (by Snakemake
         # directly): it records what the re-runs' up-to-date check compares.
@@ -348,10 +379,15 @@ def main(argv: list[str] | None = None) -> int:
             report["mpi"] = mpi_timings(work / "mpi", ns.cores)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return finish(report, ns.out, work)
+
+
+def finish(report: dict[str, Any], out: Path, work: Path) -> int:
+    shutil.rmtree(work, ignore_errors=True)
     report["load_avg_end"] = os.getloadavg()[0]
-    ns.out.parent.mkdir(parents=True, exist_ok=True)
-    ns.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {ns.out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
     return 0
 
 if __name__ == "__main__":

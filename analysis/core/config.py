@@ -22,7 +22,7 @@ from analysis.core.kernels import (  # re-exported: config.X is the way in
     vl_rule_defines,
 )
 from analysis.core.model import (  # re-exported: config.X is the way in
-    Binary, CountFigure, Firsts, Gem5Section, Gem5System, Job, PerfCheck, PerfFigure, PerfSection, Selection, Sweep,
+    Binary, CountFigure, Firsts, Gem5Sampling, Gem5Section, Gem5System, Job, PerfCheck, PerfFigure, PerfSection, Selection, Sweep,
     TimeLimits, ToleranceRule, count_figure, cross_build, regression_section,
 )
 from analysis.core import model
@@ -80,6 +80,14 @@ def dir_value(raw: dict[str, Any], key: str, base: Path) -> Path:
     return resolve_path(value, base)
 
 
+def portable_doc(src: Path) -> dict[str, Any]:
+    """The sweep file `src` as a document that can be written anywhere (bench writes variants of
+    a sweep next to its results): its kernel table named by an absolute path."""
+    raw = read_yaml(src)
+    raw["kernel_table"] = str(resolve_path(raw["kernel_table"], base_dir(src)))
+    return raw
+
+
 def load_gem5_systems(path: Path = GEM5_SYSTEMS) -> dict[str, dict[str, Any]]:
     """The gem5 system presets (configs/gem5_systems.yaml), validated."""
     doc = read_yaml(path)
@@ -91,7 +99,8 @@ def gem5_section(g: dict[str, Any], systems: dict[str, dict[str, Any]], compiler
     return Gem5Section(
         {name: Gem5System(name, tuple(systems[name]["vector_lengths"]), systems[name]) for name in g["systems"]},
         tuple(g["vector_lengths"]), tuple(g.get("compilers", compilers)), g.get("binary"),
-        {family: tuple(v) for family, v in g["sizes"].items()},
+        {family: tuple(v) for family, v in g["sizes"].items()}, g["mode"],
+        Gem5Sampling(**g["sampling"]) if g["mode"] == "sampled" else None,
     )
 
 

@@ -122,6 +122,15 @@ class Gem5System:
 
 
 @dataclass(frozen=True)
+class Gem5Sampling:
+    """The sampled cycle mode's units, in instructions (sweep parameter gem5/sampling)."""
+    unit: int
+    warmup: int
+    period: int
+    prefix: int
+
+
+@dataclass(frozen=True)
 class Gem5Section:
     """The cycle sweep (sweep parameter gem5); the Sweep has none when the file has none."""
     systems: dict[str, Gem5System]  # the chosen systems by name, in the sweep file's order
@@ -131,6 +140,8 @@ class Gem5Section:
     # Sizes per family to simulate, where the cycle sweep takes fewer than the sweep counts (a
     # family absent here: the sweep's sizes).
     sizes: dict[str, tuple[int, ...]]
+    mode: str = "full"  # full | sampled
+    sampling: Gem5Sampling | None = None  # mode sampled: its units
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,13 @@ def sizes(table: KernelTable, by_family: dict[str, list[int]], selections: list[
 def gem5_systems(g: dict[str, Any], systems: dict[str, dict[str, Any]], sweep_sizes: dict[str, list[int]]) -> None:
     for vl in g["vector_lengths"]:
         check_vl(vl, "gem5/vector_lengths")
+    s = g["sampling"]
+    if s["period"] < s["warmup"] + s["unit"]:
+        raise ConfigError(f"gem5/sampling: period {s['period']} is shorter than warmup + unit ({s['warmup'] + s['unit']}): "
+                          "each period holds one warmed-up unit")
+    if s["prefix"] < 2 * s["period"]:
+        raise ConfigError(f"gem5/sampling: prefix {s['prefix']} is shorter than 2 periods ({2 * s['period']}): the "
+                          "prefix's periods are the sample when the ROI is too short for 2 units after it")
     for name in g["systems"]:
         if name not in systems:
             raise ConfigError(f"gem5/systems: unknown system '{name}'; configs/gem5_systems.yaml has {', '.join(systems)}")

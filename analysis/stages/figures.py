@@ -4,6 +4,7 @@ figures (time per call or bandwidth against message size, one panel per VL, pape
 """
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,9 @@ LINESTYLES = ["-", "--", ":", "-."]
 # Series colours: tab10's ten, then Dark2's eight for the figures with more lines (the memcpy
 # family); series_colours hands them out.
 PALETTE = [to_hex(c) for c in (*colormaps["tab10"].colors, *colormaps["Dark2"].colors)]
+# A metric's interval, where the table has one (sampled gem5: gem5.cycles_ci_low/high): drawn
+# as error bars on its line.
+INTERVAL = ("_ci_low", "_ci_high")
 # Characters per title line: a 10 pt title over the axes of the 8-inch figure holds about 95.
 TITLE_WIDTH = 90
 SIZE_YLABEL = {"time": "time per call (us), mean and std over processes", "bandwidth": "bandwidth (GB/s), (read + write) / time"}
@@ -95,9 +99,28 @@ def _height(axes: float, entries: int) -> float:
     return axes + 0.16 * (entries + 1) + 0.2
 
 
+Bounds = dict[tuple[str, str, str, str], tuple[pd.Series, pd.Series]]
+
+
+def intervals(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, f: config.CountFigure) -> Bounds:
+    """The lower and upper bound of each series of a figure whose metric has an interval in the
+    table (colour_key -> (low, high) by VL); {} for the rest."""
+    out: Bounds = {}
+    low_f, high_f = (dataclasses.replace(f, metric=f.metric + end) for end in INTERVAL)
+    if not (counts["metric"] == low_f.metric).any():
+        return out
+    for sel in f.series:
+        highs = {colour_key(s): s.vla for s in select(counts, prov, sweep, sel, high_f)}
+        for s in select(counts, prov, sweep, sel, low_f):
+            if colour_key(s) in highs:
+                out[colour_key(s)] = (s.vla, highs[colour_key(s)])
+    return out
+
+
 def count_figure(fig_cfg: config.CountFigure, series: list[Series], vls: list[int],
-                 colours: dict[tuple[str, str, str, str], str]) -> Any:
-    """A count figure (a metric against VL, one line per series) as a matplotlib Figure."""
+                 colours: dict[tuple[str, str, str, str], str], bounds: Bounds | None = None) -> Any:
+    """A count figure (a metric against VL, one line per series) as a matplotlib Figure; a series
+    with an interval in `bounds` gets error bars (sampled gem5 cycles, 99.7 %)."""
     style = line_styles(series)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, _height(4.5, len(series))), layout="constrained")
@@ -108,11 +131,19 @@ def count_figure(fig_cfg: config.CountFigure, series: list[Series], vls: list[in
                 lw=2.2 if s.role != "extra" else 1.2, color=colour, gid=series_id(s))
         if len(s.vls):
             ax.plot(s.vls.index, s.vls.values / scale, ls="none", marker="s", mfc="none", color=colour, ms=7)
+        if bounds and colour_key(s) in bounds:
+            low, high = (b.reindex(s.vla.index) for b in bounds[colour_key(s)])
+            bars = ax.errorbar(s.vla.index, s.vla.values / scale,
+                               yerr=[(s.vla - low).values / scale, (high - s.vla).values / scale],
+                               fmt="none", ecolor=colour, capsize=3, lw=1)
+            for col in bars.lines[2]:
+                col.set_gid(f"{series_id(s)}/interval")
     ax.set_yscale("log" if scale == 1 else "linear")
     ax.set_ylabel(fig_cfg.ylabel or ROI_NET_LABEL)
     ax.set_title(_title(fig_cfg.title), fontsize=10)
     _axes_vl(ax, vls)
-    fig.legend(fontsize=7, title=f"{fig_cfg.compiler} objects; lines: VLA build; squares: VLS build", title_fontsize=7,
+    bars = "; bars: 99.7 % interval of the sampled estimate" if bounds else ""
+    fig.legend(fontsize=7, title=f"{fig_cfg.compiler} objects; lines: VLA build; squares: VLS build{bars}", title_fontsize=7,
                loc="outside lower center", ncol=1, frameon=False)
     return fig
 
@@ -142,7 +173,7 @@ def count_figures(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep,
     """(file stem, Figure) of every count figure of the sweep (the cycle figures only where gem5
     rows exist) and of the ratio figure of each that has a baseline."""
     vls = sorted(set(sweep.vector_lengths) | set(sweep.vls_vector_lengths))
-    plan: list[tuple[config.CountFigure, list[Series], Series | None]] = []
+    plan: list[tuple[config.CountFigure, list[Series], Series | None, Bounds]] = []
     for f in figures(sweep, set(counts["backend"])):
         series = [s for sel in f.series for s in select(counts, prov, sweep, sel, f)]
         if not series:
@@ -156,11 +187,11 @@ def count_figures(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep,
             if len(found) != 1:
                 raise ValueError(f"figure {f.name}: baseline selects {len(found)} series (need one)")
             base = found[0]
-        plan.append((f, series, base))
-    colours = series_colours([series for _, series, _ in plan])
+        plan.append((f, series, base, intervals(counts, prov, sweep, f)))
+    colours = series_colours([series for _, series, _, _ in plan])
     out = []
-    for f, series, base in plan:
-        out.append((f.name, count_figure(f, series, vls, colours)))
+    for f, series, base, bounds in plan:
+        out.append((f.name, count_figure(f, series, vls, colours, bounds)))
         if base is not None:
             out.append((f"{f.name}_ratio", ratio_figure(f, base, series, vls, colours)))
     return out
