@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from analysis.commands import bench, slurm
-from conftest import REPO, snakemake
+from analysis.core import config, groups
+from conftest import REPO, SNAKEMAKE as SNAKEMAKE_CMD, snakemake
 
 TINY = REPO / "tests" / "configs" / "slurm_tiny.yaml"
 GEM5_TINY = REPO / "tests" / "configs" / "slurm_gem5.yaml"
@@ -35,9 +38,11 @@ def test_a64fx_profile_is_laid_over_the_generic_one() -> None:
     # From the A64FX profile: a whole 48-core node for 4 hours; from the generic one: exclusive.
     assert (perf["cpus_per_task"], perf["runtime"], perf["mem_mb"]) == (48, 240, 16000)
     assert perf["slurm_extra"] == "'--exclusive'" and prof["set-threads"]["measure_perf"] == 48
-    # Rules the A64FX profile does not mention keep the generic sizes.
-    assert prof["set-resources"]["simulate_gem5"] == {"runtime": 240, "mem_mb": 4000}
-    assert prof["set-resources"]["count_qemu"] == {"runtime": 60, "mem_mb": 2000}
+    # Rules the A64FX profile does not mention keep the generic sizes; gem5's time is the sweep's.
+    assert prof["set-resources"]["simulate_gem5"] == {"mem_mb": 4000}
+    # A count cell: one A64FX core's minutes and share of the node's memory.
+    assert prof["set-resources"]["count_qemu"] == {"runtime": 5, "mem_mb": 600}
+    assert prof["default-resources"]["mem_mb"] == 600 and prof["harness-groups"] == {"cores": 48, "count-jobs": 4}
     assert prof["default-resources"]["slurm_account"] == "acct1"
     assert prof["default-resources"]["slurm_partition"] == "a64fx-part"
     assert prof["executor"] == "slurm"
@@ -329,9 +334,86 @@ def test_bench_reports_the_sweep_through_slurm_beside_the_local_run(
         local_slurm: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """bench's Slurm part (issue 15) returned nothing, so bench.json's "slurm" was always null."""
     monkeypatch.setenv("SLURM_CONF", local_slurm["SLURM_CONF"])
-    got = bench.slurm_sweeps(tmp_path, 2, None, [("tiny", str(TINY))])
+    got = bench.slurm_sweeps(tmp_path, 2, None, None, [("tiny", str(TINY))])
     fig = got["tiny"]
-    assert fig["config"] == str(TINY) and fig["slurm_jobs"] > 0
+    # tools, build_gcc, two groups of cells (the local profile's count-jobs), tail.
+    assert fig["config"] == str(TINY) and fig["slurm_jobs"] == 5
     assert fig["slurm_s"] > 0 and fig["local_s"] > 0 and fig["rerun_noop_slurm_s"] > 0
+    assert fig["counts_identical"] is True and fig["rerun_slurm_jobs"] == 0 and fig["target_ratio"] == 1.5
     assert (tmp_path / "slurm-tiny" / "results" / "counts.csv").read_bytes() == \
         (tmp_path / "local-tiny" / "results" / "counts.csv").read_bytes()
+
+
+# --- job groups (issue 32) --------------------------------------------------------------------
+
+def cells(n: int, families: tuple[str, ...] = ("copy", "pack")) -> list[tuple[str, config.Job]]:
+    out = []
+    for i in range(n):
+        fam = families[i * len(families) // n]
+        out.append((f"raw/{fam}-{i:02d}", config.Job(config.Binary("gcc", "vla", "qemu", fam, f"v{i:02d}"), "max", ())))
+    return out
+
+
+def test_cells_are_cut_into_at_most_count_jobs_groups_of_neighbours() -> None:
+    got = groups.cell_groups(cells(10), lambda j: j.binary.kernel, lambda j: 1.0, 4)
+    assert sorted(got.members) == ["cells_1of4", "cells_2of4", "cells_3of4", "cells_4of4"]
+    # In order, each group a run of neighbours, sizes within one of each other.
+    order = [k for _, ks in sorted(got.members.items()) for k in ks]
+    assert order == sorted(k for k, _ in cells(10))
+    assert sorted(len(ks) for ks in got.members.values()) == [2, 2, 3, 3]
+    assert all(got.of[k] == g for g, ks in got.members.items() for k in ks)
+    # Fewer cells than groups: one cell each; weights move the cuts.
+    assert len(groups.cell_groups(cells(3), lambda j: j.binary.kernel, lambda j: 1.0, 16).members) == 3
+    heavy = groups.cell_groups(cells(4), lambda j: j.binary.kernel, lambda j: 10.0 if j.binary.variant == "v00" else 1.0, 2)
+    assert heavy.members == {"cells_1of2": ["raw/copy-00"], "cells_2of2": ["raw/copy-01", "raw/pack-02", "raw/pack-03"]}
+
+
+def test_a_cells_slurm_time_is_its_plans_limits() -> None:
+    assert groups.cell_minutes([120.0, 180.0]) == 6 and groups.cell_minutes([1.0]) == 2
+
+
+def test_profiles_carry_the_grouping_and_snakemake_never_sees_it() -> None:
+    for name, cores, count_jobs in ((None, 4, 16), ("local", 2, 2), ("a64fx", 48, 4)):
+        prof = slurm.load_profile(name, "acct", "part")
+        assert slurm.groups_of(prof, name) == slurm.Groups(cores, count_jobs)
+    (tmp := Path(tempfile.mkdtemp())).joinpath("config.yaml").write_text("harness-groups: {count-jobs: 0}\n")
+    try:
+        with pytest.raises(slurm.SlurmError, match="harness-groups: count-jobs: a whole number >= 1 .it has 0."):
+            slurm.groups_of(slurm.load_profile(str(tmp)), str(tmp))
+    finally:
+        shutil.rmtree(tmp)
+
+
+def test_a_drained_node_lets_its_jobs_finish_and_the_sweep_wait() -> None:
+    """A drained node (drng: its jobs still run) stopped the sweep as if it were down: the
+    watchdog cancelled the jobs running there and their results were lost."""
+    assert slurm.drained_message("p", [("n1", "drng", "maint")]) == (
+        "slurm: partition p: n1 (reason: maint) drained; the Slurm jobs running there finish and keep their results, "
+        "the others wait until it is resumed (scontrol update nodename=NODE state=resume); Ctrl-C stops the sweep, "
+        "and the same command then completes only what is missing")
+    assert slurm.drained_message("p", [("n1", "drain", "none"), ("n2", "idle", "none")]) is None
+    assert slurm.drained_message("p", [("n1", "down", "fan")]) is None
+    # Before a sweep a drained partition is refused: nothing there would start.
+    assert slurm.down_message("p", [("n1", "drain", "maint")]) is not None
+
+
+@pytest.mark.slow
+def test_the_default_sweep_is_at_most_24_slurm_jobs_through_either_profile(tmp_path: Path) -> None:
+    """Snakemake's dry run lists each group job once: the default sweep's jobs, through the
+    generic and the local profile, make few Slurm jobs (issue 32: <= 24)."""
+    for name in (None, "local"):
+        g = slurm.groups_of(slurm.load_profile(name), name)
+        # As the Slurm path starts it: the profile's cores, the groups' config entry.
+        cmd = [*SNAKEMAKE_CMD, "counts_all", "--dry-run", "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO),
+               "--cores", str(g.cores), "--config", f"sweep={REPO / 'configs' / 'default.yaml'}",
+               f"build_dir={tmp_path / 'build'}", f"results_dir={tmp_path / 'results'}",
+               *(f"{k}={v}" for k, v in g.config().items())]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "GEM5": "none"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        group_jobs = re.findall(r"^\[.*\] Group job (\S+) ", proc.stdout, re.M)
+        # Outside the groups: only the local jobs (the header printed from the kernel table, the target).
+        alone = set(re.findall(r"^rule (\w+):", proc.stdout, re.M))
+        assert alone == {"reduce_matrix", "counts_all"}, alone
+        assert len(group_jobs) == len(set(group_jobs)) <= 24
+        assert sorted(set(group_jobs)) == sorted(["tools", "build_gcc", "build_clang", "tail",
+                                                  *(f"cells_{i}of{g.count_jobs}" for i in range(1, g.count_jobs + 1))])
