@@ -118,9 +118,62 @@ def test_failure_line_names_the_cell_and_the_slurm_reason() -> None:
     assert (f.rule, f.output, f.jobid) == ("count_qemu", "/r/raw/qemu/gcc/vla/max/copy-acle_4v.json", "57")
     assert slurm.failure_line(f, "TIMEOUT", "TimeLimit") == (
         "error: count_qemu copy-acle_4v (qemu gcc vla max): Slurm job 57 TIMEOUT, killed at its time limit; "
+        "Slurm log: /repo/.snakemake/slurm_logs/rule_count_qemu/gcc_vla_max_copy_acle_4v/57.log; "
         "rerun the same command to complete only what is missing")
     # Without scontrol's answer (job gone): the state from the executor's message.
     assert "Slurm job 57 TIMEOUT" in slurm.failure_line(f, "", "")
+
+
+# Snakemake's record of a group job that was cancelled (copied from a run against the local Slurm):
+# the group's Slurm log, its members, then each member's own record, indented.
+GROUP_ERROR_LOG = """\
+[Thu Nov 26 05:05:35 2026]
+    message: Error in group cells_2of2
+    log: /repo/.snakemake/slurm_logs/group_cells_2of2_cell_group_done_count_qemu/26.log (check log file(s) for error details)
+    jobs:
+        rule cell_group_done:
+            jobid: 17
+            output: /r/logs/groups/cells_2of2.done
+        rule count_qemu:
+            jobid: 1
+            output: /r/raw/qemu/gcc/vla/max/copy-c_vec.json
+            log: /r/logs/count/qemu/gcc/vla/max/copy-c_vec.log (check log file(s) for error details)
+        rule count_qemu:
+            jobid: 2
+            output: /r/raw/qemu/gcc/vls512/max/copy-c_vec.json
+            log: /r/logs/count/qemu/gcc/vls512/max/copy-c_vec.log (check log file(s) for error details)
+    [Thu Nov 26 05:05:35 2026]
+    Error in rule cell_group_done:
+        message: None
+        jobid: 17
+        output: /r/logs/groups/cells_2of2.done
+        shell:
+            touch /r/logs/groups/cells_2of2.done
+            (command exited with non-zero exit code)
+    [Thu Nov 26 05:05:35 2026]
+    Error in rule count_qemu:
+        message: None
+        jobid: 1
+        output: /r/raw/qemu/gcc/vla/max/copy-c_vec.json
+        log: /r/logs/count/qemu/gcc/vla/max/copy-c_vec.log (check log file(s) for error details)
+Shutting down, this might take some time.
+"""
+
+
+def test_a_failed_group_job_is_one_line_naming_its_group_cells_and_log() -> None:
+    """A failed group job was not reported at all: its members' records are indented under the
+    group's, which the `Error in rule` parser never matched."""
+    (f,) = slurm.failures(GROUP_ERROR_LOG)
+    assert (f.group, f.jobid) == ("cells_2of2", "26")
+    assert slurm.failure_line(f, "CANCELLED", "Resources") == (
+        "error: group cells_2of2 (count_qemu copy-c_vec (qemu gcc vla max), count_qemu copy-c_vec (qemu gcc vls512 max)): "
+        "Slurm job 26 CANCELLED, cancelled (scancel); "
+        "Slurm log: /repo/.snakemake/slurm_logs/group_cells_2of2_cell_group_done_count_qemu/26.log; "
+        "rerun the same command to complete only what is missing")
+    many = slurm.Failure("count_qemu", "", "9", "", "", "cells_1of2", tuple(("count_qemu", f"/r/raw/qemu/gcc/vla/max/k-v{i}.json")
+                                                                           for i in range(5)))
+    assert slurm.what_failed(many) == ("group cells_1of2 (count_qemu k-v0 (qemu gcc vla max), count_qemu k-v1 (qemu gcc vla max), "
+                                       "count_qemu k-v2 (qemu gcc vla max) and 2 more)")
 
 
 def test_down_partition_message() -> None:
@@ -212,14 +265,16 @@ def test_tiny_sweep_through_slurm_equals_the_local_run(local_slurm: dict[str, st
     proc = slurm_run
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (results / "counts.csv").read_bytes() == local_counts
-    # Every job of the workflow was a Slurm job, the count jobs among them, named by their rule.
+    # The jobs travel in groups (issue 32), each one Slurm job named by its group and its rules:
+    # the QEMU plugins, the builds, the cells in the local profile's count-jobs (2) groups, the tail.
     jobs = run_jobs(local_slurm, run_id(proc.stderr))
     comments = sorted(c for _, _, c in jobs)
-    assert [c for c in comments if c.startswith("rule_count_qemu")] == [
-        "rule_count_qemu_wildcards_gcc_vla_max_copy_acle_4v", "rule_count_qemu_wildcards_gcc_vla_max_copy_c_vec"]
+    assert comments == ["rule_build_gcc_build_group_done_driver_object_harness_object_kernel_object_link_...",
+                        "rule_cells_1of2_cell_group_done_count_qemu", "rule_cells_2of2_cell_group_done_count_qemu",
+                        "rule_tail_collect_plot", "rule_tools_plugin_plugin_core"]
     assert {s for _, s, _ in jobs} == {"COMPLETED"}
     submitted = re.findall(r"has been submitted with SLURM jobid", proc.stderr)
-    assert len(jobs) == len(submitted) and "rule_collect" in comments and "rule_plot" in comments
+    assert len(jobs) == len(submitted) == 5
     # Nothing changed: nothing is submitted.
     again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -237,23 +292,26 @@ def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
         sweep = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
                                   "--set", f"results_dir={results}", "--set", f"build_dir={build}", "--slurm", "local"],
                                  cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # The group of copy-c_vec (the cells in sort order: acle_4v, c_vec).
         pending = wait_for(lambda: [j for j in subprocess.run(
             ["squeue", "-h", "-t", "PD", "-o", "%i|%k"], env=local_slurm, capture_output=True, text=True
-        ).stdout.split() if "|rule_count_qemu_wildcards_gcc_vla_max_copy_c_vec" in j], 300)
+        ).stdout.split() if "|rule_cells_2of2_" in j], 300)
         victim = pending[0].split("|")[0]
         subprocess.run(["scancel", victim], env=local_slurm, check=True)
     finally:
         subprocess.run(["scancel", block], env=local_slurm)
     out, err = sweep.communicate(timeout=900)
     assert sweep.returncode == 1, err[-3000:]
-    assert (f"error: count_qemu copy-c_vec (qemu gcc vla max): Slurm job {victim} CANCELLED, cancelled (scancel); "
-            "rerun the same command to complete only what is missing") in err.splitlines()
+    assert (f"error: group cells_2of2 (count_qemu copy-c_vec (qemu gcc vla max)): Slurm job {victim} CANCELLED, "
+            f"cancelled (scancel); Slurm log: {REPO}/.snakemake/slurm_logs/group_cells_2of2_cell_group_done_count_qemu/"
+            f"{victim}.log; rerun the same command to complete only what is missing") in err.splitlines(), err[-3000:]
     assert not (results / "counts.csv").exists()
-    # The rerun submits the cancelled cell and what depends on it, nothing else.
+    assert (results / "raw" / "qemu" / "gcc" / "vla" / "max" / "copy-acle_4v.json").exists()
+    # The rerun submits the cancelled group and what depends on it, nothing else.
     again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
     assert again.returncode == 0, again.stderr[-3000:]
     comments = sorted(c for _, _, c in run_jobs(local_slurm, run_id(again.stderr)))
-    assert comments == ["rule_collect", "rule_count_qemu_wildcards_gcc_vla_max_copy_c_vec", "rule_plot"]
+    assert comments == ["rule_cells_2of2_cell_group_done_count_qemu", "rule_tail_collect_plot"]
     assert (results / "counts.csv").read_bytes() == local_counts
 
 
@@ -300,6 +358,43 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
         if block:
             subprocess.run(["scancel", block], env=local_slurm)
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=local_slurm)
+
+
+@pytest.mark.slow
+@pytest.mark.needs_slurm
+def test_a_node_drained_mid_sweep_loses_no_result(local_slurm: dict[str, str], slurm_work: Path, local_counts: bytes,
+                                                   slurm_run: subprocess.CompletedProcess) -> None:
+    """Drained while a group of cells runs: that group finishes and keeps its raw files, the
+    sweep waits (it used to stop and cancel what ran there), and goes on when the node is resumed."""
+    assert slurm_run.returncode == 0, slurm_run.stderr[-3000:]
+    node = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%N"], env=local_slurm, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    results = slurm_work / "drain-results"
+    sweep = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
+                              "--set", f"results_dir={results}", "--set", f"build_dir={slurm_work / 'slurm-build'}",
+                              "--slurm", "local"],
+                             cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        running = wait_for(lambda: [j for j in subprocess.run(
+            ["squeue", "-h", "-t", "R", "-o", "%i|%k"], env=local_slurm, capture_output=True, text=True
+        ).stdout.split() if "|rule_cells_" in j], 300, 0.2)
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=harness-test"],
+                       env=local_slurm, check=True)
+        jid, comment = running[0].split("|")
+        group = comment.removeprefix("rule_").split("_cell_group_done")[0]
+        wait_for(lambda: subprocess.run(["squeue", "-h", "-t", "all", "-j", jid, "-o", "%T"], env=local_slurm,
+                                        capture_output=True, text=True).stdout.strip() == "COMPLETED", 300)
+        # Three of the watchdog's looks later the sweep still runs, the finished group's cells are there.
+        time.sleep(3 * slurm.WATCH_SECONDS)
+        assert sweep.poll() is None
+        assert (results / "logs" / "groups" / f"{group}.done").exists()
+        assert not (results / "counts.csv").exists()
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=local_slurm)
+    out, err = sweep.communicate(timeout=900)
+    assert sweep.returncode == 0, err[-3000:]
+    assert f"slurm: partition harness: {node} (reason: harness-test) drained;" in err
+    assert (results / "counts.csv").read_bytes() == local_counts
 
 
 def test_a_cancelled_pending_job_is_not_blamed_on_its_wait_reason() -> None:

@@ -205,17 +205,32 @@ def write_profile(prof: dict[str, Any], directory: Path) -> Path:
 
 @dataclass
 class Failure:
-    rule: str
+    rule: str  # the rule, or for a group job its first member's
     output: str
     jobid: str
     message: str
+    log: str = ""  # the Slurm job's log (.snakemake/slurm_logs/...)
+    group: str = ""  # a group job's group
+    members: tuple[tuple[str, str], ...] = ()  # a group job's (rule, output), its markers left out
 
 
 ERROR_BLOCK = re.compile(r"^Error in rule (\w+):\n((?:[ \t]+.*\n?)*)", re.M)
+# Snakemake's record of a failed group job: the group, the Slurm log, then each member.
+GROUP_BLOCK = re.compile(r"^    message: Error in group (\S+)\n    log: (\S+).*\n    jobs:\n((?:        .*\n?)*)", re.M)
+GROUP_MEMBER = re.compile(r"^        rule (\w+):\n(?:            (?!output:).*\n)*            output: (.*)$", re.M)
+# The marker jobs that tie a group together (analysis/core/groups.py): never the cause.
+MARKERS = ("build_group_done", "cell_group_done")
+
+
+def slurm_log(paths: str) -> str:
+    """The Slurm job's log among a `log:` field's paths."""
+    found = [p.strip() for p in paths.split(" (check")[0].split(",") if "slurm_logs" in p]
+    return found[0] if found else ""
 
 
 def failures(log: str) -> list[Failure]:
-    """The failed jobs of Snakemake's log (its `Error in rule` blocks)."""
+    """The failed Slurm jobs of Snakemake's log: its `Error in rule` blocks (a job alone) and its
+    group records (a group job, whose members' own records are indented under it)."""
     found = []
     for m in ERROR_BLOCK.finditer(log):
         fields = dict(re.findall(r"^\s+(\w+): (.*)$", m.group(2), re.M))
@@ -223,8 +238,23 @@ def failures(log: str) -> list[Failure]:
         if not jobid:
             ids = re.findall(r"SLURM-job '(\d+)'", fields.get("message", ""))
             jobid = ids[0] if ids else ""
-        found.append(Failure(m.group(1), fields.get("output", "").split(",")[0].strip(), jobid, fields.get("message", "")))
+        found.append(Failure(m.group(1), fields.get("output", "").split(",")[0].strip(), jobid, fields.get("message", ""),
+                             slurm_log(fields.get("log", ""))))
+    for m in GROUP_BLOCK.finditer(log):
+        members = tuple((r, out.split(",")[0].strip()) for r, out in GROUP_MEMBER.findall(m.group(3)) if r not in MARKERS)
+        ids = re.findall(r"/(\d+)\.log$", m.group(2))
+        rule, output = members[0] if members else ("", "")
+        found.append(Failure(rule, output, ids[0] if ids else "", "", m.group(2), m.group(1), members))
     return found
+
+
+def what_failed(f: Failure, shown: int = 3) -> str:
+    """A job alone: its rule and cell; a group job: its group and its first cells."""
+    if not f.group:
+        return f"{f.rule} {cell_name(f.output)}"
+    names = [f"{rule} {cell_name(out)}" for rule, out in f.members]
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"group {f.group} ({', '.join(names[:shown])}{more})"
 
 
 def cell_name(output: str) -> str:
@@ -259,8 +289,8 @@ def failure_line(f: Failure, state: str, reason: str) -> str:
         why = "cancelled (scancel)"
     if state == "FAILED" and not why:
         why = REASON_TEXT["NonZeroExitCode"]
-    return f"error: {f.rule} {cell_name(f.output)}: Slurm job {f.jobid or '?'} {state}" + (f", {why}" if why else "") + \
-        "; rerun the same command to complete only what is missing"
+    return (f"error: {what_failed(f)}: Slurm job {f.jobid or '?'} {state}" + (f", {why}" if why else "")
+            + (f"; Slurm log: {f.log}" if f.log else "") + "; rerun the same command to complete only what is missing")
 
 
 # --- the run ----------------------------------------------------------------------------------
