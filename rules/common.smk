@@ -80,7 +80,7 @@ def logged(cmd):
     return cmd + (" 2> {log:q} || {{ [ -n \"${{%s:-}}\" ] || tail -n 1 {log:q} >&2; exit 1; }}" % F.SHOWN_BY_LOGGER)
 
 
-# Through Slurm (./harness sweep --slurm passes the profile's count-jobs): the jobs travel in
+# Through Slurm (./harness sweep --slurm passes the profile's count-jobs and min-cells): the jobs travel in
 # Snakemake groups, each one Slurm job (analysis.core.groups). Locally Snakemake ignores groups;
 # without count-jobs no rule has one.
 SLURM_COUNT_JOBS = int(config.get("slurm_count_jobs", 0))
@@ -89,6 +89,7 @@ CELLS = G.cell_groups(
     lambda j: TABLE.row(j.binary.kernel, j.binary.variant).family,
     lambda j: sum(N.time_limits(SWEEP, j)),
     SLURM_COUNT_JOBS,
+    int(config.get("slurm_min_cells", 1)),
 ) if SLURM_COUNT_JOBS else G.CellGroups({}, {})
 PLANNED_BY_OUTPUT = {job_output(j): j for j in PLANNED}
 # Each compiler's binaries: the last jobs of its build group, the inputs of its marker.

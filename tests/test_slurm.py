@@ -42,7 +42,7 @@ def test_a64fx_profile_is_laid_over_the_generic_one() -> None:
     assert prof["set-resources"]["simulate_gem5"] == {"mem_mb": 4000}
     # A count cell: one A64FX core's minutes and share of the node's memory.
     assert prof["set-resources"]["count_qemu"] == {"runtime": 5, "mem_mb": 600}
-    assert prof["default-resources"]["mem_mb"] == 600 and prof["harness-groups"] == {"cores": 48, "count-jobs": 4}
+    assert prof["default-resources"]["mem_mb"] == 600 and prof["harness-groups"] == {"cores": 48, "count-jobs": 4, "min-cells": 48}
     assert prof["default-resources"]["slurm_account"] == "acct1"
     assert prof["default-resources"]["slurm_partition"] == "a64fx-part"
     assert prof["executor"] == "slurm"
@@ -224,6 +224,14 @@ def run_jobs(env: dict[str, str], rid: str) -> list[tuple[str, str, str]]:
     return [tuple(line.split("|", 2)) for line in out.splitlines()]
 
 
+ENDED = {"COMPLETED", "CANCELLED", "FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY"}
+
+
+def job_state(env: dict[str, str], jid: str) -> str:
+    return subprocess.run(["squeue", "-h", "-t", "all", "-j", jid, "-o", "%T"], env=env, capture_output=True,
+                          text=True).stdout.strip()
+
+
 def wait_for(cond, seconds: float = 300, step: float = 1.0):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -266,15 +274,16 @@ def test_tiny_sweep_through_slurm_equals_the_local_run(local_slurm: dict[str, st
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (results / "counts.csv").read_bytes() == local_counts
     # The jobs travel in groups (issue 32), each one Slurm job named by its group and its rules:
-    # the QEMU plugins, the builds, the cells in the local profile's count-jobs (2) groups, the tail.
+    # the QEMU plugins, the builds, the cells (two: fewer than the local profile's min-cells, so
+    # one group), the tail.
     jobs = run_jobs(local_slurm, run_id(proc.stderr))
     comments = sorted(c for _, _, c in jobs)
     assert comments == ["rule_build_gcc_build_group_done_driver_object_harness_object_kernel_object_link_...",
-                        "rule_cells_1of2_cell_group_done_count_qemu", "rule_cells_2of2_cell_group_done_count_qemu",
-                        "rule_tail_collect_plot", "rule_tools_plugin_plugin_core"]
+                        "rule_cells_1of1_cell_group_done_count_qemu", "rule_tail_collect_plot",
+                        "rule_tools_plugin_plugin_core"]
     assert {s for _, s, _ in jobs} == {"COMPLETED"}
     submitted = re.findall(r"has been submitted with SLURM jobid", proc.stderr)
-    assert len(jobs) == len(submitted) == 5
+    assert len(jobs) == len(submitted) == 4
     # Nothing changed: nothing is submitted.
     again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -292,26 +301,25 @@ def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
         sweep = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
                                   "--set", f"results_dir={results}", "--set", f"build_dir={build}", "--slurm", "local"],
                                  cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # The group of copy-c_vec (the cells in sort order: acle_4v, c_vec).
         pending = wait_for(lambda: [j for j in subprocess.run(
             ["squeue", "-h", "-t", "PD", "-o", "%i|%k"], env=local_slurm, capture_output=True, text=True
-        ).stdout.split() if "|rule_cells_2of2_" in j], 300)
+        ).stdout.split() if "|rule_cells_1of1_" in j], 300)
         victim = pending[0].split("|")[0]
         subprocess.run(["scancel", victim], env=local_slurm, check=True)
     finally:
         subprocess.run(["scancel", block], env=local_slurm)
     out, err = sweep.communicate(timeout=900)
     assert sweep.returncode == 1, err[-3000:]
-    assert (f"error: group cells_2of2 (count_qemu copy-c_vec (qemu gcc vla max)): Slurm job {victim} CANCELLED, "
-            f"cancelled (scancel); Slurm log: {REPO}/.snakemake/slurm_logs/group_cells_2of2_cell_group_done_count_qemu/"
-            f"{victim}.log; rerun the same command to complete only what is missing") in err.splitlines(), err[-3000:]
+    assert (f"error: group cells_1of1 (count_qemu copy-acle_4v (qemu gcc vla max), count_qemu copy-c_vec (qemu gcc vla max)): "
+            f"Slurm job {victim} CANCELLED, cancelled (scancel); Slurm log: "
+            f"{REPO}/.snakemake/slurm_logs/group_cells_1of1_cell_group_done_count_qemu/{victim}.log; "
+            "rerun the same command to complete only what is missing") in err.splitlines(), err[-3000:]
     assert not (results / "counts.csv").exists()
-    assert (results / "raw" / "qemu" / "gcc" / "vla" / "max" / "copy-acle_4v.json").exists()
-    # The rerun submits the cancelled group and what depends on it, nothing else.
+    # The rerun submits the cancelled group and what depends on it: the builds are done.
     again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
     assert again.returncode == 0, again.stderr[-3000:]
     comments = sorted(c for _, _, c in run_jobs(local_slurm, run_id(again.stderr)))
-    assert comments == ["rule_cells_2of2_cell_group_done_count_qemu", "rule_tail_collect_plot"]
+    assert comments == ["rule_cells_1of1_cell_group_done_count_qemu", "rule_tail_collect_plot"]
     assert (results / "counts.csv").read_bytes() == local_counts
 
 
@@ -382,8 +390,9 @@ def test_a_node_drained_mid_sweep_loses_no_result(local_slurm: dict[str, str], s
                        env=local_slurm, check=True)
         jid, comment = running[0].split("|")
         group = comment.removeprefix("rule_").split("_cell_group_done")[0]
-        wait_for(lambda: subprocess.run(["squeue", "-h", "-t", "all", "-j", jid, "-o", "%T"], env=local_slurm,
-                                        capture_output=True, text=True).stdout.strip() == "COMPLETED", 300)
+        # (Before: the sweep was stopped and this job cancelled.)
+        state = wait_for(lambda: job_state(local_slurm, jid) in ENDED and job_state(local_slurm, jid), 300)
+        assert state == "COMPLETED", f"the group running on the drained node ended {state}"
         # Three of the watchdog's looks later the sweep still runs, the finished group's cells are there.
         time.sleep(3 * slurm.WATCH_SECONDS)
         assert sweep.poll() is None
@@ -431,8 +440,8 @@ def test_bench_reports_the_sweep_through_slurm_beside_the_local_run(
     monkeypatch.setenv("SLURM_CONF", local_slurm["SLURM_CONF"])
     got = bench.slurm_sweeps(tmp_path, 2, None, None, [("tiny", str(TINY))])
     fig = got["tiny"]
-    # tools, build_gcc, two groups of cells (the local profile's count-jobs), tail.
-    assert fig["config"] == str(TINY) and fig["slurm_jobs"] == 5
+    # tools, build_gcc, one group of cells, tail.
+    assert fig["config"] == str(TINY) and fig["slurm_jobs"] == 4
     assert fig["slurm_s"] > 0 and fig["local_s"] > 0 and fig["rerun_noop_slurm_s"] > 0
     assert fig["counts_identical"] is True and fig["rerun_slurm_jobs"] == 0 and fig["target_ratio"] == 1.5
     assert (tmp_path / "slurm-tiny" / "results" / "counts.csv").read_bytes() == \
@@ -459,6 +468,9 @@ def test_cells_are_cut_into_at_most_count_jobs_groups_of_neighbours() -> None:
     assert all(got.of[k] == g for g, ks in got.members.items() for k in ks)
     # Fewer cells than groups: one cell each; weights move the cuts.
     assert len(groups.cell_groups(cells(3), lambda j: j.binary.kernel, lambda j: 1.0, 16).members) == 3
+    # At least min_cells each: fewer groups.
+    assert len(groups.cell_groups(cells(10), lambda j: j.binary.kernel, lambda j: 1.0, 4, 4).members) == 2
+    assert len(groups.cell_groups(cells(3), lambda j: j.binary.kernel, lambda j: 1.0, 4, 16).members) == 1
     heavy = groups.cell_groups(cells(4), lambda j: j.binary.kernel, lambda j: 10.0 if j.binary.variant == "v00" else 1.0, 2)
     assert heavy.members == {"cells_1of2": ["raw/copy-00"], "cells_2of2": ["raw/copy-01", "raw/pack-02", "raw/pack-03"]}
 
@@ -468,9 +480,9 @@ def test_a_cells_slurm_time_is_its_plans_limits() -> None:
 
 
 def test_profiles_carry_the_grouping_and_snakemake_never_sees_it() -> None:
-    for name, cores, count_jobs in ((None, 4, 16), ("local", 2, 2), ("a64fx", 48, 4)):
+    for name, cores, count_jobs, min_cells in ((None, 4, 16, 8), ("local", 2, 2, 16), ("a64fx", 48, 4, 48)):
         prof = slurm.load_profile(name, "acct", "part")
-        assert slurm.groups_of(prof, name) == slurm.Groups(cores, count_jobs)
+        assert slurm.groups_of(prof, name) == slurm.Groups(cores, count_jobs, min_cells)
     (tmp := Path(tempfile.mkdtemp())).joinpath("config.yaml").write_text("harness-groups: {count-jobs: 0}\n")
     try:
         with pytest.raises(slurm.SlurmError, match="harness-groups: count-jobs: a whole number >= 1 .it has 0."):

@@ -300,22 +300,23 @@ class Groups:
     """How the sweep's jobs become Slurm jobs (the profile's harness-groups, analysis/core/groups.py)."""
     cores: int  # CPUs of one grouped Slurm job: Snakemake's --cores, its members side by side
     count_jobs: int  # the count cells share at most this many Slurm jobs
+    min_cells: int  # and each holds at least this many (fewer groups for a small sweep)
 
     def config(self) -> dict[str, str]:
-        """The Snakemake config entry that turns the rules' groups on."""
-        return {"slurm_count_jobs": str(self.count_jobs)}
+        """The Snakemake config entries that turn the rules' groups on."""
+        return {"slurm_count_jobs": str(self.count_jobs), "slurm_min_cells": str(self.min_cells)}
 
 
 def groups_of(prof: dict[str, Any], name: str | None) -> Groups:
     section = prof.get(GROUPS_KEY) or {}
     values = {}
-    for key in ("cores", "count-jobs"):
+    for key in ("cores", "count-jobs", "min-cells"):
         value = section.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise SlurmError(f"the Slurm profile {name or 'slurm'} needs {GROUPS_KEY}: {key}: a whole number >= 1 "
                              f"(it has {value!r}); nothing was submitted")
         values[key] = value
-    return Groups(values["cores"], values["count-jobs"])
+    return Groups(values["cores"], values["count-jobs"], values["min-cells"])
 
 
 @dataclass
@@ -329,7 +330,7 @@ class Plan:
     def line(self) -> str:
         dirs = [str(d.relative_to(config.REPO)) if d.is_relative_to(config.REPO) else str(d) for d in profile_dirs(self.name)]
         return (f"slurm: partition {self.partition}, profile {' + '.join(dirs)}, count cells in at most "
-                f"{self.groups.count_jobs} Slurm jobs of {self.groups.cores} CPUs"
+                f"{self.groups.count_jobs} Slurm jobs of {self.groups.cores} CPUs (at least {self.groups.min_cells} cells each)"
                 + (f", local Slurm (SLURM_CONF={self.local_conf})" if self.local_conf else ""))
 
 

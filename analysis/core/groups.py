@@ -6,7 +6,8 @@ runs; a count cell runs for a second. So through Slurm the workflow's jobs trave
 - `tools`: the QEMU counting plugins;
 - `build_<compiler>`: every object and link of one compiler (the host's native builds too);
 - `cells_<i>of<n>`: the cells of the backends whose cells are short (Backend.GROUPED), in at most
-  n groups (the profile's `count-jobs`) of about equal planned time, one family after another;
+  n groups (the profile's `count-jobs`, fewer when a group would hold under `min-cells`) of about
+  equal planned time, one family after another;
 - `tail`: collect and plot (and perf's table and plot).
 
 A cell of a backend that is not GROUPED (gem5: hours on one core; perf: a whole node) stays one
@@ -54,11 +55,12 @@ class CellGroups:
 
 
 def cell_groups(cells: list[tuple[str, Job]], family: Callable[[Job], str], weight: Callable[[Job], float],
-                count_jobs: int) -> CellGroups:
+                count_jobs: int, min_cells: int = 1) -> CellGroups:
     """Cut the cells, in `sort_key` order, into at most `count_jobs` runs of about equal weight
-    (planned seconds): a group holds neighbouring cells (a family, a kernel's variants)."""
+    (planned seconds), and no more runs than leave `min_cells` to each (a smaller Slurm job is not
+    worth its queueing): a group holds neighbouring cells (a family, a kernel's variants)."""
     ordered = sorted(cells, key=lambda kc: sort_key(kc[1], family(kc[1])))
-    n = max(1, min(count_jobs, len(ordered)))
+    n = max(1, min(count_jobs, len(ordered) // max(1, min_cells)))
     total = sum(weight(j) for _, j in ordered) or 1.0
     index: list[int] = []
     done = 0.0
