@@ -252,7 +252,8 @@ def what_failed(f: Failure, shown: int = 3) -> str:
     """A job alone: its rule and cell; a group job: its group and its first cells."""
     if not f.group:
         return f"{f.rule} {cell_name(f.output)}"
-    names = [f"{rule} {cell_name(out)}" for rule, out in f.members]
+    # Sorted: Snakemake lists a group's members in no fixed order.
+    names = sorted(f"{rule} {cell_name(out)}" for rule, out in f.members)
     more = f" and {len(names) - shown} more" if len(names) > shown else ""
     return f"group {f.group} ({', '.join(names[:shown])}{more})"
 
