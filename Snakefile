@@ -21,6 +21,8 @@ include: "rules/plot.smk"
 rule raw_all:
     input:
         [job_output(j) for j in JOBS],
+        # Through Slurm: the markers that tie each group into one piece (analysis/core/groups.py).
+        group_markers(JOBS),
 
 
 # Everything but the native perf measurements (bench times the two apart).
@@ -37,6 +39,7 @@ rule counts_all:
 rule perf_all:
     input:
         PERF_OUTPUTS,
+        group_markers(PERF_JOBS),
 
 
 rule all:

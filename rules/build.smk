@@ -45,12 +45,27 @@ def _command(rule_name, make):
 BUILD_PRIORITY = 1
 
 
+# Through Slurm a group's time limit is the sum of its members' (per layer of side-by-side jobs):
+# a compile or link takes well under Slurm's least unit of a minute, so the steps count none and
+# a build group's time is its marker's (build_group_done, from the profile).
+STEP_MINUTES = 0
+
+
+def _build_group(wc):
+    return G.build_group(wc.compiler)
+
+
+# A header printed from the kernel table: through Slurm, written by the submitting Snakemake.
+localrules: reduce_matrix
+
+
 # lib{PLUGIN_CORE}.so would also match rule plugin's lib{client}.so
 ruleorder: plugin_core > plugin
 
 
 rule plugin_core:
     priority: BUILD_PRIORITY
+    group: grouped(G.TOOLS)
     input:
         src="armie_clients/tbstats.c",
         common=["armie_clients/tbstats.h", "armie_clients/qemu_plugin_api.h"],
@@ -66,6 +81,7 @@ rule plugin_core:
 
 rule plugin:
     priority: BUILD_PRIORITY
+    group: grouped(G.TOOLS)
     input:
         src="armie_clients/{client}.c",
         common=["armie_clients/decode.c", "armie_clients/decode.h", "armie_clients/tbstats.h",
@@ -121,6 +137,9 @@ def _this_build(fn):
 
 rule harness_object:
     priority: BUILD_PRIORITY
+    group: grouped(_build_group)
+    resources:
+        runtime=STEP_MINUTES,
     input:
         src="kernels/harness/harness.c",
         hdr=HARNESS_HEADERS,
@@ -136,6 +155,9 @@ rule harness_object:
 
 rule driver_object:
     priority: BUILD_PRIORITY
+    group: grouped(_build_group)
+    resources:
+        runtime=STEP_MINUTES,
     input:
         src=lambda wc: str(TABLE.families[wc.family].driver or f"(family {wc.family} has no driver)"),
         hdr=lambda wc: _headers(TABLE.families[wc.family].driver),
@@ -153,6 +175,9 @@ rule driver_object:
 # Further sources of a row (extra_sources) and the MPI session of an `mpi: true` family.
 rule extra_object:
     priority: BUILD_PRIORITY
+    group: grouped(_build_group)
+    resources:
+        runtime=STEP_MINUTES,
     input:
         src=lambda wc: str(B.extra_source(TABLE, wc.stem)),
         hdr=lambda wc: _headers(B.extra_source(TABLE, wc.stem)),
@@ -171,6 +196,9 @@ rule extra_object:
 
 rule kernel_object:
     priority: BUILD_PRIORITY
+    group: grouped(_build_group)
+    resources:
+        runtime=STEP_MINUTES,
     input:
         src=lambda wc: str(TABLE.row(wc.kernel, wc.variant).source),
         hdr=lambda wc: _headers(TABLE.row(wc.kernel, wc.variant).source),
@@ -187,6 +215,9 @@ rule kernel_object:
 
 rule roi_object:
     priority: BUILD_PRIORITY
+    group: grouped(_build_group)
+    resources:
+        runtime=STEP_MINUTES,
     wildcard_constraints:
         compiler="gcc|clang",
         # The backends whose marker is assembly (analysis.backends.Backend.MARKER).
@@ -207,6 +238,9 @@ rule roi_object:
 # The perf backend's markers are C (perf control, timing, repetitions), built per native build.
 rule roi_perf_object:
     priority: BUILD_PRIORITY
+    group: grouped(G.build_group("native"))
+    resources:
+        runtime=STEP_MINUTES,
     input:
         src="kernels/roi/roi_perf.c",
         hdr=HARNESS_HEADERS,
@@ -222,6 +256,9 @@ rule roi_perf_object:
 
 rule link:
     priority: BUILD_PRIORITY
+    group: grouped(_build_group)
+    resources:
+        runtime=STEP_MINUTES,
     input:
         objs=lambda wc: _binary_objects(wc, wc.build),
         roi=lambda wc: str(B.roi_object(SWEEP.build_dir, wc.compiler, wc.backend, wc.build)),

@@ -3,6 +3,7 @@
 
 
 rule collect:
+    group: grouped(G.TAIL)
     input:
         raw=[job_output(j) for j in JOBS],
         objdump=stamp("compiler.gcc") if "gcc" in SWEEP.compilers else [],

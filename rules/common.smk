@@ -9,6 +9,7 @@ sys.path.insert(0, workflow.basedir)
 from analysis.backends import registry as R
 from analysis.core import config as C
 from analysis.core import failure as F
+from analysis.core import groups as G
 from analysis.core import toolchain as T
 from analysis.stages import build as B
 from analysis.stages import count as N
@@ -79,6 +80,54 @@ def logged(cmd):
     return cmd + (" 2> {log:q} || {{ [ -n \"${{%s:-}}\" ] || tail -n 1 {log:q} >&2; exit 1; }}" % F.SHOWN_BY_LOGGER)
 
 
+# Through Slurm (./harness sweep --slurm passes the profile's count-jobs and min-cells): the jobs travel in
+# Snakemake groups, each one Slurm job (analysis.core.groups). Locally Snakemake ignores groups;
+# without count-jobs no rule has one.
+SLURM_COUNT_JOBS = int(config.get("slurm_count_jobs", 0))
+CELLS = G.cell_groups(
+    [(job_output(j), j) for j in PLANNED if R.REGISTRY[j.binary.backend].GROUPED],
+    lambda j: TABLE.row(j.binary.kernel, j.binary.variant).family,
+    lambda j: sum(N.time_limits(SWEEP, j)),
+    SLURM_COUNT_JOBS,
+    int(config.get("slurm_min_cells", 1)),
+) if SLURM_COUNT_JOBS else G.CellGroups({}, {})
+PLANNED_BY_OUTPUT = {job_output(j): j for j in PLANNED}
+# Each compiler's binaries: the last jobs of its build group, the inputs of its marker.
+BINARIES = {}
+for _j in PLANNED:
+    BINARIES.setdefault(_j.binary.compiler, set()).add(
+        str(B.binary_path(SWEEP.build_dir, _j.binary.compiler, _j.binary.build, _j.binary.backend, _j.binary.name)))
+
+
+def grouped(group):
+    """The `group:` of a rule: `group` (a name or a function of the wildcards) through Slurm, else none."""
+    return group if SLURM_COUNT_JOBS else None
+
+
+def group_markers(jobs):
+    """The marker files of the groups these jobs belong to (their build groups, their cell groups):
+    asked for by the sweep's targets, so that each group is one connected piece (groups.py)."""
+    if not SLURM_COUNT_JOBS:
+        return []
+    compilers = sorted({j.binary.compiler for j in jobs})
+    cells = sorted({CELLS.of[job_output(j)] for j in jobs if job_output(j) in CELLS.of})
+    return [f"{BUILD}/groups/{G.build_group(c)}.done" for c in compilers] + [f"{RESULTS}/logs/groups/{c}.done" for c in cells]
+
+
+def _cell(backend, wc):
+    return f"{RESULTS}/raw/{backend}/{wc.compiler}/{wc.build}/{wc.cpu}/{wc.kernel}-{wc.variant}.json"
+
+
+def cell_group(backend):
+    """A backend's cells' `group:`: the group of cells each belongs to."""
+    return lambda wildcards: CELLS.of[_cell(backend, wildcards)]
+
+
+def cell_minutes(backend):
+    """A backend's cells' Slurm time limit: the plan's (the sweep's time_limit); profiles may restate it."""
+    return lambda wildcards: G.cell_minutes(N.time_limits(SWEEP, PLANNED_BY_OUTPUT[_cell(backend, wildcards)]))
+
+
 wildcard_constraints:
     compiler="|".join(T.COMPILERS),
     build=C.BUILD_PATTERN,
@@ -87,6 +136,7 @@ wildcard_constraints:
     variant="[a-z][a-z0-9_]*",
     family="[a-z][a-z0-9_]*",
     client="[a-z]+",
+    group="[a-z0-9_]+",
 
 
 # Snakemake 9's job rate limiter (--max-jobs-per-timespan, 100/1s by default) arms a one-second
@@ -97,3 +147,31 @@ wildcard_constraints:
 onstart:
     if workflow.local_exec:
         workflow.scheduler.job_rate_limiter = None
+
+
+if SLURM_COUNT_JOBS:
+
+    # A group's marker: its members' outputs as inputs make the group one connected piece, which
+    # Snakemake runs as one Slurm job with its members side by side (analysis/core/groups.py).
+    rule build_group_done:
+        input:
+            lambda wc: sorted(BINARIES[wc.group.removeprefix("build_")]),
+        output:
+            f"{BUILD}/groups/{{group}}.done",
+        group:
+            lambda wc: wc.group
+        shell:
+            "touch {output:q}"
+
+    rule cell_group_done:
+        input:
+            lambda wc: CELLS.members[wc.group],
+        output:
+            f"{RESULTS}/logs/groups/{{group}}.done",
+        group:
+            lambda wc: wc.group
+        # The cells carry the group's time.
+        resources:
+            runtime=0,
+        shell:
+            "touch {output:q}"

@@ -7,7 +7,6 @@
 # simulate_gem5, measure_perf), the backend fixed in its paths: Slurm profiles size jobs by
 # rule name (a perf measurement needs a whole node where a QEMU count needs one core), and a
 # job's name shows the same wildcards whatever the backend.
-
 for _backend in R.REGISTRY.values():
     _where = f"{_backend.NAME}/{{compiler}}/{{build}}/{{cpu}}/{{kernel}}-{{variant}}"
 
@@ -22,7 +21,11 @@ for _backend in R.REGISTRY.values():
             f"{RESULTS}/raw/{_where}.json",
         log:
             f"{RESULTS}/logs/{_backend.STAGE}/{_where}.log",
+        # Through Slurm: short cells share a Slurm job with their neighbours, long ones are one each.
+        group: grouped(cell_group(_backend.NAME) if _backend.GROUPED else None)
         # A measurement takes every core the workflow has, so nothing else runs beside it.
         threads: workflow.cores if _backend.EXCLUSIVE else 1
+        resources:
+            runtime=cell_minutes(_backend.NAME),
         shell:
             logged("{PY} -m analysis.stages.count --plan {input.plan:q} --out {output:q}")

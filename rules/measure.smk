@@ -10,6 +10,7 @@ PERF_OUTPUTS = [f"{RESULTS}/perf.csv", f"{RESULTS}/perf_summary.md", *PERF_FIGUR
 
 
 rule perf_table:
+    group: grouped(G.TAIL)
     input:
         raw=[job_output(j) for j in PERF_JOBS],
     output:
@@ -21,6 +22,7 @@ rule perf_table:
 
 
 rule perf_plot:
+    group: grouped(G.TAIL)
     input:
         table=f"{RESULTS}/perf.csv",
         raw=[job_output(j) for j in PERF_JOBS],

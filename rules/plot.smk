@@ -14,6 +14,7 @@ EXPLAINED = [f"{RESULTS}/explain/{c.slug}.md" for c in P.discussed_cells(SWEEP)]
 
 
 rule plot:
+    group: grouped(G.TAIL)
     input:
         counts=f"{RESULTS}/counts.csv",
         provenance=f"{RESULTS}/provenance.csv",

@@ -23,7 +23,7 @@ from analysis.stages import build, checks, count, parse, plotplan, rawcheck
 from conftest import REPO
 
 PY = sys.executable
-PROTOCOL = ("NAME", "STAGE", "MARKER", "EXCLUSIVE", "TABLE", "preflight", "jobs", "time_factor", "settings", "inputs",
+PROTOCOL = ("NAME", "STAGE", "MARKER", "EXCLUSIVE", "GROUPED", "TABLE", "preflight", "jobs", "time_factor", "settings", "inputs",
             "run_job", "metrics")
 BACKEND_NAMES = re.compile(r"""["'](%s)["']""" % "|".join(registry.REGISTRY))
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from analysis.commands import bench, slurm
-from conftest import REPO, snakemake
+from analysis.commands import bench, slurm, slurm_failures
+from analysis.core import config, groups
+from conftest import REPO, SNAKEMAKE as SNAKEMAKE_CMD, snakemake
 
 TINY = REPO / "tests" / "configs" / "slurm_tiny.yaml"
 GEM5_TINY = REPO / "tests" / "configs" / "slurm_gem5.yaml"
@@ -35,9 +38,11 @@ def test_a64fx_profile_is_laid_over_the_generic_one() -> None:
     # From the A64FX profile: a whole 48-core node for 4 hours; from the generic one: exclusive.
     assert (perf["cpus_per_task"], perf["runtime"], perf["mem_mb"]) == (48, 240, 16000)
     assert perf["slurm_extra"] == "'--exclusive'" and prof["set-threads"]["measure_perf"] == 48
-    # Rules the A64FX profile does not mention keep the generic sizes.
-    assert prof["set-resources"]["simulate_gem5"] == {"runtime": 240, "mem_mb": 4000}
-    assert prof["set-resources"]["count_qemu"] == {"runtime": 60, "mem_mb": 2000}
+    # Rules the A64FX profile does not mention keep the generic sizes; gem5's time is the sweep's.
+    assert prof["set-resources"]["simulate_gem5"] == {"mem_mb": 4000}
+    # A count cell: one A64FX core's minutes and share of the node's memory.
+    assert prof["set-resources"]["count_qemu"] == {"runtime": 5, "mem_mb": 600}
+    assert prof["default-resources"]["mem_mb"] == 600 and prof["harness-groups"] == {"cores": 48, "count-jobs": 4, "min-cells": 48}
     assert prof["default-resources"]["slurm_account"] == "acct1"
     assert prof["default-resources"]["slurm_partition"] == "a64fx-part"
     assert prof["executor"] == "slurm"
@@ -109,13 +114,66 @@ Shutting down, this might take some time.
 
 
 def test_failure_line_names_the_cell_and_the_slurm_reason() -> None:
-    (f,) = slurm.failures(ERROR_LOG)
+    (f,) = slurm_failures.failures(ERROR_LOG)
     assert (f.rule, f.output, f.jobid) == ("count_qemu", "/r/raw/qemu/gcc/vla/max/copy-acle_4v.json", "57")
-    assert slurm.failure_line(f, "TIMEOUT", "TimeLimit") == (
+    assert slurm_failures.failure_line(f, "TIMEOUT", "TimeLimit") == (
         "error: count_qemu copy-acle_4v (qemu gcc vla max): Slurm job 57 TIMEOUT, killed at its time limit; "
+        "Slurm log: /repo/.snakemake/slurm_logs/rule_count_qemu/gcc_vla_max_copy_acle_4v/57.log; "
         "rerun the same command to complete only what is missing")
     # Without scontrol's answer (job gone): the state from the executor's message.
-    assert "Slurm job 57 TIMEOUT" in slurm.failure_line(f, "", "")
+    assert "Slurm job 57 TIMEOUT" in slurm_failures.failure_line(f, "", "")
+
+
+# Snakemake's record of a group job that was cancelled (copied from a run against the local Slurm):
+# the group's Slurm log, its members, then each member's own record, indented.
+GROUP_ERROR_LOG = """\
+[Thu Nov 26 05:05:35 2026]
+    message: Error in group cells_2of2
+    log: /repo/.snakemake/slurm_logs/group_cells_2of2_cell_group_done_count_qemu/26.log (check log file(s) for error details)
+    jobs:
+        rule cell_group_done:
+            jobid: 17
+            output: /r/logs/groups/cells_2of2.done
+        rule count_qemu:
+            jobid: 1
+            output: /r/raw/qemu/gcc/vla/max/copy-c_vec.json
+            log: /r/logs/count/qemu/gcc/vla/max/copy-c_vec.log (check log file(s) for error details)
+        rule count_qemu:
+            jobid: 2
+            output: /r/raw/qemu/gcc/vls512/max/copy-c_vec.json
+            log: /r/logs/count/qemu/gcc/vls512/max/copy-c_vec.log (check log file(s) for error details)
+    [Thu Nov 26 05:05:35 2026]
+    Error in rule cell_group_done:
+        message: None
+        jobid: 17
+        output: /r/logs/groups/cells_2of2.done
+        shell:
+            touch /r/logs/groups/cells_2of2.done
+            (command exited with non-zero exit code)
+    [Thu Nov 26 05:05:35 2026]
+    Error in rule count_qemu:
+        message: None
+        jobid: 1
+        output: /r/raw/qemu/gcc/vla/max/copy-c_vec.json
+        log: /r/logs/count/qemu/gcc/vla/max/copy-c_vec.log (check log file(s) for error details)
+Shutting down, this might take some time.
+"""
+
+
+def test_a_failed_group_job_is_one_line_naming_its_group_cells_and_log() -> None:
+    """A failed group job was not reported at all: its members' records are indented under the
+    group's, which the `Error in rule` parser never matched."""
+    (f,) = slurm_failures.failures(GROUP_ERROR_LOG)
+    assert (f.group, f.jobid) == ("cells_2of2", "26")
+    assert slurm_failures.failure_line(f, "CANCELLED", "Resources") == (
+        "error: group cells_2of2 (count_qemu copy-c_vec (qemu gcc vla max), count_qemu copy-c_vec (qemu gcc vls512 max)): "
+        "Slurm job 26 CANCELLED, cancelled (scancel); "
+        "Slurm log: /repo/.snakemake/slurm_logs/group_cells_2of2_cell_group_done_count_qemu/26.log; "
+        "rerun the same command to complete only what is missing")
+    many = slurm_failures.Failure("count_qemu", "", "9", "", "", "cells_1of2", tuple(("count_qemu", f"/r/raw/qemu/gcc/vla/max/k-v{i}.json")
+                                                                           for i in range(5)))
+    assert slurm_failures.what_failed(many) == ("group cells_1of2 (count_qemu k-v0 (qemu gcc vla max), count_qemu k-v1 (qemu gcc vla max), "
+                                       "count_qemu k-v2 (qemu gcc vla max) and 2 more)")
 
 
 def test_down_partition_message() -> None:
@@ -166,6 +224,14 @@ def run_jobs(env: dict[str, str], rid: str) -> list[tuple[str, str, str]]:
     return [tuple(line.split("|", 2)) for line in out.splitlines()]
 
 
+ENDED = {"COMPLETED", "CANCELLED", "FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY"}
+
+
+def job_state(env: dict[str, str], jid: str) -> str:
+    return subprocess.run(["squeue", "-h", "-t", "all", "-j", jid, "-o", "%T"], env=env, capture_output=True,
+                          text=True).stdout.strip()
+
+
 def wait_for(cond, seconds: float = 300, step: float = 1.0):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -207,14 +273,17 @@ def test_tiny_sweep_through_slurm_equals_the_local_run(local_slurm: dict[str, st
     proc = slurm_run
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (results / "counts.csv").read_bytes() == local_counts
-    # Every job of the workflow was a Slurm job, the count jobs among them, named by their rule.
+    # The jobs travel in groups (issue 32), each one Slurm job named by its group and its rules:
+    # the QEMU plugins, the builds, the cells (two: fewer than the local profile's min-cells, so
+    # one group), the tail.
     jobs = run_jobs(local_slurm, run_id(proc.stderr))
     comments = sorted(c for _, _, c in jobs)
-    assert [c for c in comments if c.startswith("rule_count_qemu")] == [
-        "rule_count_qemu_wildcards_gcc_vla_max_copy_acle_4v", "rule_count_qemu_wildcards_gcc_vla_max_copy_c_vec"]
+    assert comments == ["rule_build_gcc_build_group_done_driver_object_harness_object_kernel_object_link_...",
+                        "rule_cells_1of1_cell_group_done_count_qemu", "rule_tail_collect_plot",
+                        "rule_tools_plugin_plugin_core"]
     assert {s for _, s, _ in jobs} == {"COMPLETED"}
     submitted = re.findall(r"has been submitted with SLURM jobid", proc.stderr)
-    assert len(jobs) == len(submitted) and "rule_collect" in comments and "rule_plot" in comments
+    assert len(jobs) == len(submitted) == 4
     # Nothing changed: nothing is submitted.
     again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -234,21 +303,23 @@ def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
                                  cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         pending = wait_for(lambda: [j for j in subprocess.run(
             ["squeue", "-h", "-t", "PD", "-o", "%i|%k"], env=local_slurm, capture_output=True, text=True
-        ).stdout.split() if "|rule_count_qemu_wildcards_gcc_vla_max_copy_c_vec" in j], 300)
+        ).stdout.split() if "|rule_cells_1of1_" in j], 300)
         victim = pending[0].split("|")[0]
         subprocess.run(["scancel", victim], env=local_slurm, check=True)
     finally:
         subprocess.run(["scancel", block], env=local_slurm)
     out, err = sweep.communicate(timeout=900)
     assert sweep.returncode == 1, err[-3000:]
-    assert (f"error: count_qemu copy-c_vec (qemu gcc vla max): Slurm job {victim} CANCELLED, cancelled (scancel); "
-            "rerun the same command to complete only what is missing") in err.splitlines()
+    assert (f"error: group cells_1of1 (count_qemu copy-acle_4v (qemu gcc vla max), count_qemu copy-c_vec (qemu gcc vla max)): "
+            f"Slurm job {victim} CANCELLED, cancelled (scancel); Slurm log: "
+            f"{REPO}/.snakemake/slurm_logs/group_cells_1of1_cell_group_done_count_qemu/{victim}.log; "
+            "rerun the same command to complete only what is missing") in err.splitlines(), err[-3000:]
     assert not (results / "counts.csv").exists()
-    # The rerun submits the cancelled cell and what depends on it, nothing else.
+    # The rerun submits the cancelled group and what depends on it: the builds are done.
     again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
     assert again.returncode == 0, again.stderr[-3000:]
     comments = sorted(c for _, _, c in run_jobs(local_slurm, run_id(again.stderr)))
-    assert comments == ["rule_collect", "rule_count_qemu_wildcards_gcc_vla_max_copy_c_vec", "rule_plot"]
+    assert comments == ["rule_cells_1of1_cell_group_done_count_qemu", "rule_tail_collect_plot"]
     assert (results / "counts.csv").read_bytes() == local_counts
 
 
@@ -287,8 +358,9 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
             f"error: Slurm partition harness has no node that can run jobs: {node} down (reason: harness-test); "
             "fix the node (scontrol update nodename=NODE state=resume) and rerun the same command; "
             "the sweep was stopped and its Slurm jobs cancelled")
-        left = subprocess.run(["squeue", "-h", "-t", "PD,R", "-o", "%k"], env=local_slurm, capture_output=True,
-                              text=True).stdout
+        # None of this sweep's jobs is left (the local Slurm may run other clones' tests too).
+        left = subprocess.run(["squeue", "-h", "-t", "PD,R", "--name", run_id(err), "-o", "%k"], env=local_slurm,
+                              capture_output=True, text=True).stdout
         assert "rule_" not in left
     finally:
         # A failed assertion must not leave the blocker holding the node for 15 minutes.
@@ -297,10 +369,48 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=local_slurm)
 
 
+@pytest.mark.slow
+@pytest.mark.needs_slurm
+def test_a_node_drained_mid_sweep_loses_no_result(local_slurm: dict[str, str], slurm_work: Path, local_counts: bytes,
+                                                   slurm_run: subprocess.CompletedProcess) -> None:
+    """Drained while a group of cells runs: that group finishes and keeps its raw files, the
+    sweep waits (it used to stop and cancel what ran there), and goes on when the node is resumed."""
+    assert slurm_run.returncode == 0, slurm_run.stderr[-3000:]
+    node = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%N"], env=local_slurm, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    results = slurm_work / "drain-results"
+    sweep = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
+                              "--set", f"results_dir={results}", "--set", f"build_dir={slurm_work / 'slurm-build'}",
+                              "--slurm", "local"],
+                             cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        running = wait_for(lambda: [j for j in subprocess.run(
+            ["squeue", "-h", "-t", "R", "-o", "%i|%k"], env=local_slurm, capture_output=True, text=True
+        ).stdout.split() if "|rule_cells_" in j], 300, 0.2)
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=harness-test"],
+                       env=local_slurm, check=True)
+        jid, comment = running[0].split("|")
+        group = comment.removeprefix("rule_").split("_cell_group_done")[0]
+        # (Before: the sweep was stopped and this job cancelled.)
+        state = wait_for(lambda: job_state(local_slurm, jid) in ENDED and job_state(local_slurm, jid), 300)
+        assert state == "COMPLETED", f"the group running on the drained node ended {state}"
+        # Three of the watchdog's looks later the sweep was not stopped (it waits, or went on if another
+        # clone's test resumed the shared node), the finished group's cells are there.
+        time.sleep(3 * slurm.WATCH_SECONDS)
+        assert sweep.poll() in (None, 0)
+        assert (results / "logs" / "groups" / f"{group}.done").exists()
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=local_slurm)
+    out, err = sweep.communicate(timeout=900)
+    assert sweep.returncode == 0, err[-3000:]
+    assert f"slurm: partition harness: {node} (reason: harness-test) drained;" in err
+    assert (results / "counts.csv").read_bytes() == local_counts
+
+
 def test_a_cancelled_pending_job_is_not_blamed_on_its_wait_reason() -> None:
     """scontrol keeps the reason a cancelled job last waited for (seen: Reason=Resources)."""
-    (f,) = slurm.failures(ERROR_LOG)
-    assert slurm.failure_line(f, "CANCELLED", "Resources").startswith(
+    (f,) = slurm_failures.failures(ERROR_LOG)
+    assert slurm_failures.failure_line(f, "CANCELLED", "Resources").startswith(
         "error: count_qemu copy-acle_4v (qemu gcc vla max): Slurm job 57 CANCELLED, cancelled (scancel); ")
 
 
@@ -329,9 +439,89 @@ def test_bench_reports_the_sweep_through_slurm_beside_the_local_run(
         local_slurm: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """bench's Slurm part (issue 15) returned nothing, so bench.json's "slurm" was always null."""
     monkeypatch.setenv("SLURM_CONF", local_slurm["SLURM_CONF"])
-    got = bench.slurm_sweeps(tmp_path, 2, None, [("tiny", str(TINY))])
+    got = bench.slurm_sweeps(tmp_path, 2, None, None, [("tiny", str(TINY))])
     fig = got["tiny"]
-    assert fig["config"] == str(TINY) and fig["slurm_jobs"] > 0
+    # tools, build_gcc, one group of cells, tail.
+    assert fig["config"] == str(TINY) and fig["slurm_jobs"] == 4
     assert fig["slurm_s"] > 0 and fig["local_s"] > 0 and fig["rerun_noop_slurm_s"] > 0
+    assert fig["counts_identical"] is True and fig["rerun_slurm_jobs"] == 0 and fig["target_ratio"] == 1.5
     assert (tmp_path / "slurm-tiny" / "results" / "counts.csv").read_bytes() == \
         (tmp_path / "local-tiny" / "results" / "counts.csv").read_bytes()
+
+
+# --- job groups (issue 32) --------------------------------------------------------------------
+
+def cells(n: int, families: tuple[str, ...] = ("copy", "pack")) -> list[tuple[str, config.Job]]:
+    out = []
+    for i in range(n):
+        fam = families[i * len(families) // n]
+        out.append((f"raw/{fam}-{i:02d}", config.Job(config.Binary("gcc", "vla", "qemu", fam, f"v{i:02d}"), "max", ())))
+    return out
+
+
+def test_cells_are_cut_into_at_most_count_jobs_groups_of_neighbours() -> None:
+    got = groups.cell_groups(cells(10), lambda j: j.binary.kernel, lambda j: 1.0, 4)
+    assert sorted(got.members) == ["cells_1of4", "cells_2of4", "cells_3of4", "cells_4of4"]
+    # In order, each group a run of neighbours, sizes within one of each other.
+    order = [k for _, ks in sorted(got.members.items()) for k in ks]
+    assert order == sorted(k for k, _ in cells(10))
+    assert sorted(len(ks) for ks in got.members.values()) == [2, 2, 3, 3]
+    assert all(got.of[k] == g for g, ks in got.members.items() for k in ks)
+    # Fewer cells than groups: one cell each; weights move the cuts.
+    assert len(groups.cell_groups(cells(3), lambda j: j.binary.kernel, lambda j: 1.0, 16).members) == 3
+    # At least min_cells each: fewer groups.
+    assert len(groups.cell_groups(cells(10), lambda j: j.binary.kernel, lambda j: 1.0, 4, 4).members) == 2
+    assert len(groups.cell_groups(cells(3), lambda j: j.binary.kernel, lambda j: 1.0, 4, 16).members) == 1
+    heavy = groups.cell_groups(cells(4), lambda j: j.binary.kernel, lambda j: 10.0 if j.binary.variant == "v00" else 1.0, 2)
+    assert heavy.members == {"cells_1of2": ["raw/copy-00"], "cells_2of2": ["raw/copy-01", "raw/pack-02", "raw/pack-03"]}
+
+
+def test_a_cells_slurm_time_is_its_plans_limits() -> None:
+    assert groups.cell_minutes([120.0, 180.0]) == 6 and groups.cell_minutes([1.0]) == 2
+
+
+def test_profiles_carry_the_grouping_and_snakemake_never_sees_it() -> None:
+    for name, cores, count_jobs, min_cells in ((None, 4, 16, 8), ("local", 2, 2, 16), ("a64fx", 48, 4, 48)):
+        prof = slurm.load_profile(name, "acct", "part")
+        assert slurm.groups_of(prof, name) == slurm.Groups(cores, count_jobs, min_cells)
+    (tmp := Path(tempfile.mkdtemp())).joinpath("config.yaml").write_text("harness-groups: {count-jobs: 0}\n")
+    try:
+        with pytest.raises(slurm.SlurmError, match="harness-groups: count-jobs: a whole number >= 1 .it has 0."):
+            slurm.groups_of(slurm.load_profile(str(tmp)), str(tmp))
+    finally:
+        shutil.rmtree(tmp)
+
+
+def test_a_drained_node_lets_its_jobs_finish_and_the_sweep_wait() -> None:
+    """A drained node (drng: its jobs still run) stopped the sweep as if it were down: the
+    watchdog cancelled the jobs running there and their results were lost."""
+    assert slurm.drained_message("p", [("n1", "drng", "maint")]) == (
+        "slurm: partition p: n1 (reason: maint) drained; the Slurm jobs running there finish and keep their results, "
+        "the others wait until it is resumed (scontrol update nodename=NODE state=resume); Ctrl-C stops the sweep, "
+        "and the same command then completes only what is missing")
+    assert slurm.drained_message("p", [("n1", "drain", "none"), ("n2", "idle", "none")]) is None
+    assert slurm.drained_message("p", [("n1", "down", "fan")]) is None
+    # Before a sweep a drained partition is refused: nothing there would start.
+    assert slurm.down_message("p", [("n1", "drain", "maint")]) is not None
+
+
+@pytest.mark.slow
+def test_the_default_sweep_is_at_most_24_slurm_jobs_through_either_profile(tmp_path: Path) -> None:
+    """Snakemake's dry run lists each group job once: the default sweep's jobs, through the
+    generic and the local profile, make few Slurm jobs (issue 32: <= 24)."""
+    for name in (None, "local"):
+        g = slurm.groups_of(slurm.load_profile(name), name)
+        # As the Slurm path starts it: the profile's cores, the groups' config entry.
+        cmd = [*SNAKEMAKE_CMD, "counts_all", "--dry-run", "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO),
+               "--cores", str(g.cores), "--config", f"sweep={REPO / 'configs' / 'default.yaml'}",
+               f"build_dir={tmp_path / 'build'}", f"results_dir={tmp_path / 'results'}",
+               *(f"{k}={v}" for k, v in g.config().items())]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "GEM5": "none"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        group_jobs = re.findall(r"^\[.*\] Group job (\S+) ", proc.stdout, re.M)
+        # Outside the groups: only the local jobs (the header printed from the kernel table, the target).
+        alone = set(re.findall(r"^rule (\w+):", proc.stdout, re.M))
+        assert alone == {"reduce_matrix", "counts_all"}, alone
+        assert len(group_jobs) == len(set(group_jobs)) <= 24
+        assert sorted(set(group_jobs)) == sorted(["tools", "build_gcc", "build_clang", "tail",
+                                                  *(f"cells_{i}of{g.count_jobs}" for i in range(1, g.count_jobs + 1))])

@@ -107,6 +107,7 @@ class Backend(Protocol):
     MARKER: str  # kernels/roi/ source of the ROI marker object its binaries link (.S: one per
     #              compiler; .c: one per build)
     EXCLUSIVE: bool  # a job takes every core (timing measurements)
+    GROUPED: bool  # through Slurm its cells share grouped Slurm jobs (short cells); else one Slurm job per cell
     TABLE: str  # the table its rows go to: counts.csv, or perf.csv (statistics over processes: such a
     #             backend also has stats_rows(meta, record), its rows of that table)
     SHARES_PREPARATIONS: bool  # its jobs get settings["prep_cache"] (analysis.stages.build.prep_cache_dir)

@@ -36,6 +36,7 @@ NAME = "armie"
 STAGE = "count"
 MARKER = "roi_armie.S"
 EXCLUSIVE = False
+GROUPED = True  # through Slurm its cells share grouped Slurm jobs, as QEMU's
 TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
 NOT_RUN = None  # it runs wherever the sweep lists it (preflight fails where it cannot)
 HIDE_ENV: dict[str, str] = {}

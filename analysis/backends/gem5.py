@@ -35,6 +35,8 @@ NAME = "gem5"
 STAGE = "simulate"
 MARKER = "roi_gem5.S"
 EXCLUSIVE = False
+# Through Slurm one Slurm job per cell (hours of O3 simulation on one core), its time limit the plan's.
+GROUPED = False
 TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
 SHARES_PREPARATIONS = False
 # Where gem5 is not found the sweep goes on without its rows: its figures are left out and its

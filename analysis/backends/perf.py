@@ -33,6 +33,7 @@ NAME = "perf"
 STAGE = "measure"
 MARKER = "roi_perf.c"  # perf control, timing and repetitions, built per native build
 EXCLUSIVE = True  # a measurement takes every core, so nothing else runs beside it
+GROUPED = False  # through Slurm one Slurm job per measurement, alone on its node
 TABLE = "perf.csv"  # where its rows go: statistics over processes (stats_rows, analysis.stages.collect --stats)
 SHARES_PREPARATIONS = False
 NOT_RUN = None  # its rows go to perf.csv, whose figures and checks are its section's own (analysis.stages.plot --stats)

@@ -34,6 +34,7 @@ NAME = "qemu"
 STAGE = "count"
 MARKER = "roi_qemu.S"
 EXCLUSIVE = False
+GROUPED = True  # through Slurm its cells (a second or two each) share grouped Slurm jobs
 TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
 NOT_RUN = None  # it runs wherever the sweep lists it (preflight fails where it cannot)
 HIDE_ENV: dict[str, str] = {}

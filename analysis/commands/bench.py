@@ -22,7 +22,9 @@ with other work the wall time says little, the CPU time stays comparable.
 7. the memcpy family sweep (configs/memcpy.yaml) from a clean tree: counts at every VL, then
    its host timing under perf;
 8. where slurm-wlm is installed: the tiny and the default sweep through the local Slurm beside the
-   local run, and their re-run with nothing changed (--skip-slurm-default: the tiny one only);
+   local run (target <= 1.5x, counts.csv byte-identical), the Slurm jobs each submitted (the
+   default sweep: target <= 24) and their re-run with nothing changed (no Slurm job); the
+   default sweep's local side is the one timed in 2 (--skip-slurm-default: the tiny one only);
 9. the full reduction op x dtype matrix (configs/full.yaml, target <= 80 s), unless --skip-full;
 10. the Open MPI 5 build time (from its stamp) and the MPI sweep from a clean tree, with the
    MPI libraries that are here;
@@ -63,7 +65,11 @@ REPO = config.REPO
 # The environment that hides the backends that can be hidden (gem5: GEM5=none): the counts timed alone.
 HIDDEN = {k: v for b in REGISTRY.values() for k, v in b.HIDE_ENV.items()}
 TARGETS = {"default_s": 45.0, "default_cpu_s": 80.0, "rerun_noop_s": 1.0, "regression_set_s": 10.0, "gem5_s": 1800.0,
-           "overhead_ratio": 1.05, "full_matrix_s": 80.0, "report_load_s": 2.0, "report_bytes": 1.5e6}
+           "overhead_ratio": 1.05, "full_matrix_s": 80.0, "report_load_s": 2.0, "report_bytes": 1.5e6,
+           # Issue 32: a sweep through the local Slurm beside the same sweep run locally, and the
+           # Slurm jobs of the default sweep.
+           "slurm_ratio": 1.5, "slurm_jobs": 24}
+SUBMITTED = "has been submitted with SLURM jobid"
 
 def config_hash(path: Path) -> str:
     sweep = config.load(path)
@@ -218,10 +224,13 @@ def memcpy_family(cfg: str, work: Path, cores: int) -> dict[str, Any]:
     return out
 
 
-def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, sweeps: list[tuple[str, str]]) -> dict[str, Any] | None:
-    """The tiny (and default) sweep through the local Slurm (setup/slurm.sh, profile `local`)
-    beside the same sweep run locally: the executor's overhead (one sbatch, one Snakemake job step
-    and status queries per job)."""
+def slurm_sweeps(work: Path, cores: int, local_default: Path | None, local_default_s: float | None,
+                 sweeps: list[tuple[str, str]]) -> dict[str, Any] | None:
+    """The tiny and the default sweep through the local Slurm (setup/slurm.sh, profile `local`:
+    its job groups, analysis/core/groups.py) beside the same sweep run locally: wall time, the
+    Slurm jobs submitted, counts.csv byte for byte, and the re-run with nothing changed (no Slurm
+    job). `local_default`: the results folder of the default sweep timed above (its counts and
+    `local_default_s` are the local side), else the local run is timed here."""
     if shutil.which("slurmctld") is None:
         print("slurm: skipped (slurm-wlm is not installed: ./harness setup --with-slurm)", flush=True)
         return None
@@ -239,14 +248,31 @@ def slurm_sweeps(work: Path, cores: int, local_default_s: float | None, sweeps: 
         seconds = time.monotonic() - t0
         if proc.returncode != 0:
             sys.exit(f"bench: the {name} sweep through Slurm failed:\n{proc.stderr[-2000:]}")
-        jobs = proc.stderr.count("has been submitted with SLURM jobid")
+        jobs = proc.stderr.count(SUBMITTED)
         # The same front end without --slurm, on trees of its own (the default sweep: as timed above).
-        local = local_default_s if name == "default" and local_default_s else timed(cli(work / f"local-{name}"), cwd=REPO, env=env)[0]
-        rerun = timed(args, cwd=REPO, env=env)[0]
-        out[name] = {"config": cfg, "slurm_s": round(seconds, 1), "local_s": round(local, 1), "slurm_jobs": jobs,
-                     "rerun_noop_slurm_s": round(rerun, 1)}
-        print(f"{name} sweep through the local Slurm: {out[name]['slurm_s']} s for {jobs} Slurm jobs, locally "
-              f"{out[name]['local_s']} s; re-run with nothing changed {out[name]['rerun_noop_slurm_s']} s", flush=True)
+        if name == "default" and local_default is not None and local_default_s:
+            local, local_counts = local_default_s, local_default / "counts.csv"
+        else:
+            local, local_counts = timed(cli(work / f"local-{name}"), cwd=REPO, env=env)[0], work / f"local-{name}" / "results" / "counts.csv"
+        identical = (work / f"slurm-{name}" / "results" / "counts.csv").read_bytes() == local_counts.read_bytes()
+        t0 = time.monotonic()
+        again = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
+        rerun = time.monotonic() - t0
+        if again.returncode != 0:
+            sys.exit(f"bench: the {name} sweep's re-run through Slurm failed:\n{again.stderr[-2000:]}")
+        ratio = seconds / local if local else float("inf")
+        fig = out[name] = {"config": cfg, "slurm_s": round(seconds, 1), "local_s": round(local, 1), "ratio": round(ratio, 2),
+                           "target_ratio": TARGETS["slurm_ratio"], "slurm_jobs": jobs, "counts_identical": identical,
+                           "rerun_noop_slurm_s": round(rerun, 1), "rerun_slurm_jobs": again.stderr.count(SUBMITTED)}
+        fig["met"] = ratio <= TARGETS["slurm_ratio"] and identical and fig["rerun_slurm_jobs"] == 0
+        if name == "default":
+            fig["target_jobs"] = TARGETS["slurm_jobs"]
+            fig["met"] = fig["met"] and jobs <= TARGETS["slurm_jobs"]
+        print(f"{name} sweep through the local Slurm: {fig['slurm_s']} s for {jobs} Slurm jobs"
+              + (f" ({verdict(jobs, TARGETS['slurm_jobs'], 'jobs target')})" if name == "default" else "")
+              + f", locally {fig['local_s']} s: {fig['ratio']}x ({verdict(ratio, TARGETS['slurm_ratio'])}); "
+              f"counts.csv {'byte-identical' if identical else 'DIFFERS'}; re-run with nothing changed "
+              f"{fig['rerun_noop_slurm_s']} s, {fig['rerun_slurm_jobs']} Slurm jobs", flush=True)
     return out
 
 
@@ -370,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{o['plain_median_s']} s = {o['ratio']}x ({verdict(o['ratio'], o['target_ratio'])})", flush=True)
         if not ns.skip_slurm:
             sweeps = [("tiny", "configs/tiny.yaml")] + ([] if ns.skip_slurm_default else [("default", ns.config)])
-            report["slurm"] = slurm_sweeps(work, ns.cores, report["default"]["seconds"], sweeps)
+            report["slurm"] = slurm_sweeps(work, ns.cores, work / "default" / "results", report["default"]["seconds"], sweeps)
         if not ns.skip_full:
             f = report["full_matrix"] = sweep_figure(ns.full_config, work / "full", ns.cores, TARGETS["full_matrix_s"])
             print(f"full op x dtype matrix: {f['seconds']} s ({f['cpu_s']} CPU s) for {f['runs']} runs "

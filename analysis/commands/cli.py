@@ -118,7 +118,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override results_dir/build_dir")
     s.add_argument("--verbose", action="store_true", help="Snakemake's record of every job instead of the progress display")
     s.add_argument("--slurm", nargs="?", const="", metavar="PROFILE",
-                   help="every job as a Slurm job: the generic profile, or a64fx / a profile directory laid over it")
+                   help="through Slurm, the jobs in few grouped Slurm jobs: the generic profile, or a64fx / local / a profile directory laid over it")
     s.add_argument("--slurm-account", metavar="A", help="with --slurm: sbatch --account")
     s.add_argument("--slurm-partition", metavar="P", help="with --slurm: sbatch --partition")
     s.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="after --: passed to snakemake")

@@ -12,7 +12,8 @@ collect, plot) with sbatch; this module prepares what it needs and reads what we
   its job states from squeue instead of sacct;
 - the run: a watchdog stops the sweep with one line when every node of the partition goes
   down (pending jobs would otherwise wait forever), and a failed Slurm job is reported in one
-  line naming the cell and Slurm's state and reason (CANCELLED, TIMEOUT, NODE_FAIL, ...).
+  line naming its cells, Slurm's state and reason (CANCELLED, TIMEOUT, NODE_FAIL, ...) and its
+  log (analysis.commands.slurm_failures).
 """
 from __future__ import annotations
 
@@ -31,15 +32,21 @@ from typing import Any
 import yaml
 
 from analysis.commands import guard
+from analysis.commands.slurm_failures import failure_line, failures, slurm_state
 from analysis.core import config
 
 PROFILES = config.REPO / "configs" / "profiles"
+# The profile's own section, read by the harness and taken out of what Snakemake gets.
+GROUPS_KEY = "harness-groups"
 GENERIC = PROFILES / "slurm"
 PLACEHOLDER = "CHANGE_ME"
 # Keys whose values are mappings (per resource, per rule): an overlay merges into them.
-MERGED_KEYS = ("default-resources", "set-resources", "set-threads")
+MERGED_KEYS = ("default-resources", "set-resources", "set-threads", GROUPS_KEY)
 # sinfo's short states of a node that can run (or is running) jobs.
 UP_STATES = {"idle", "mix", "alloc", "comp", "resv", "plnd"}
+# A drained node (maintenance) finishes the jobs it runs and takes no new one until it is
+# resumed: a sweep under way waits for it, saying so, instead of cancelling what runs there.
+DRAINED_STATES = {"drng", "drain"}
 WATCH_SECONDS = 5.0
 # The local Slurm of setup/slurm.sh, used when the environment names no other.
 LOCAL_CONF = Path(os.environ.get("HARNESS_CACHE") or
@@ -154,6 +161,20 @@ def down_message(partition: str, found: list[tuple[str, str, str]]) -> str | Non
             f"fix the node (scontrol update nodename=NODE state=resume) and rerun the same command")
 
 
+def drained_message(partition: str, found: list[tuple[str, str, str]]) -> str | None:
+    """While a sweep runs: one line when the partition's only usable nodes are drained (their
+    running jobs finish, the sweep's other jobs wait for a resume), else None."""
+    if any(state in UP_STATES for _, state, _ in found):
+        return None
+    drained = [(n, s, e) for n, s, e in found if s in DRAINED_STATES]
+    if not drained:
+        return None
+    listed = ", ".join(n + (f" (reason: {e})" if e and e != "none" else "") for n, _, e in drained)
+    return (f"slurm: partition {partition}: {listed} drained; the Slurm jobs running there finish and keep their "
+            f"results, the others wait until it is resumed (scontrol update nodename=NODE state=resume); "
+            f"Ctrl-C stops the sweep, and the same command then completes only what is missing")
+
+
 def preflight(prof: dict[str, Any]) -> str:
     """Slurm answers and the partition can run jobs; returns the partition."""
     if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
@@ -182,88 +203,54 @@ def write_profile(prof: dict[str, Any], directory: Path) -> Path:
     return directory
 
 
-# --- after a failure: one line per failed Slurm job -------------------------------------------
-
-@dataclass
-class Failure:
-    rule: str
-    output: str
-    jobid: str
-    message: str
-
-
-ERROR_BLOCK = re.compile(r"^Error in rule (\w+):\n((?:[ \t]+.*\n?)*)", re.M)
-
-
-def failures(log: str) -> list[Failure]:
-    """The failed jobs of Snakemake's log (its `Error in rule` blocks)."""
-    found = []
-    for m in ERROR_BLOCK.finditer(log):
-        fields = dict(re.findall(r"^\s+(\w+): (.*)$", m.group(2), re.M))
-        jobid = fields.get("external_jobid", "")
-        if not jobid:
-            ids = re.findall(r"SLURM-job '(\d+)'", fields.get("message", ""))
-            jobid = ids[0] if ids else ""
-        found.append(Failure(m.group(1), fields.get("output", "").split(",")[0].strip(), jobid, fields.get("message", "")))
-    return found
-
-
-def cell_name(output: str) -> str:
-    """`<results>/raw/<backend>/<compiler>/<build>/<cpu>/<kernel>-<variant>.json` as a cell."""
-    parts = Path(output).parts
-    if "raw" in parts and len(parts) - parts.index("raw") == 6:
-        backend, compiler, build, cpu, name = parts[parts.index("raw") + 1:]
-        return f"{name.removesuffix('.json')} ({backend} {compiler} {build} {cpu})"
-    return output or "?"
-
-
-def slurm_state(jobid: str) -> tuple[str, str]:
-    """(state, reason) of a Slurm job from scontrol, which keeps finished jobs for MinJobAge."""
-    if not jobid:
-        return "", ""
-    proc = _run(["scontrol", "-o", "show", "job", jobid])
-    fields = dict(re.findall(r"(\w+)=(\S*)", proc.stdout))
-    return fields.get("JobState", ""), fields.get("Reason", "")
-
-
-REASON_TEXT = {"TimeLimit": "killed at its time limit", "NodeDown": "its node went down",
-               "NonZeroExitCode": "its command failed (its log is above)", "None": "", "": ""}
-
-
-def failure_line(f: Failure, state: str, reason: str) -> str:
-    if not state:
-        m = re.search(r"SLURM status is: '(\w+)'", f.message)
-        state = m.group(1) if m else "FAILED"
-    why = REASON_TEXT.get(reason, reason)
-    if state == "CANCELLED":
-        # Slurm keeps the reason the job last waited for (Resources, Priority): not why it ended.
-        why = "cancelled (scancel)"
-    if state == "FAILED" and not why:
-        why = REASON_TEXT["NonZeroExitCode"]
-    return f"error: {f.rule} {cell_name(f.output)}: Slurm job {f.jobid or '?'} {state}" + (f", {why}" if why else "") + \
-        "; rerun the same command to complete only what is missing"
-
-
 # --- the run ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Groups:
+    """How the sweep's jobs become Slurm jobs (the profile's harness-groups, analysis/core/groups.py)."""
+    cores: int  # CPUs of one grouped Slurm job: Snakemake's --cores, its members side by side
+    count_jobs: int  # the count cells share at most this many Slurm jobs
+    min_cells: int  # and each holds at least this many (fewer groups for a small sweep)
+
+    def config(self) -> dict[str, str]:
+        """The Snakemake config entries that turn the rules' groups on."""
+        return {"slurm_count_jobs": str(self.count_jobs), "slurm_min_cells": str(self.min_cells)}
+
+
+def groups_of(prof: dict[str, Any], name: str | None) -> Groups:
+    section = prof.get(GROUPS_KEY) or {}
+    values = {}
+    for key in ("cores", "count-jobs", "min-cells"):
+        value = section.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise SlurmError(f"the Slurm profile {name or 'slurm'} needs {GROUPS_KEY}: {key}: a whole number >= 1 "
+                             f"(it has {value!r}); nothing was submitted")
+        values[key] = value
+    return Groups(values["cores"], values["count-jobs"], values["min-cells"])
+
 
 @dataclass
 class Plan:
     name: str | None
-    profile: dict[str, Any]
+    profile: dict[str, Any]  # what Snakemake gets (without the harness's own section)
     partition: str
     local_conf: str | None
+    groups: Groups
 
     def line(self) -> str:
         dirs = [str(d.relative_to(config.REPO)) if d.is_relative_to(config.REPO) else str(d) for d in profile_dirs(self.name)]
-        return (f"slurm: partition {self.partition}, profile {' + '.join(dirs)}"
+        return (f"slurm: partition {self.partition}, profile {' + '.join(dirs)}, count cells in at most "
+                f"{self.groups.count_jobs} Slurm jobs of {self.groups.cores} CPUs (at least {self.groups.min_cells} cells each)"
                 + (f", local Slurm (SLURM_CONF={self.local_conf})" if self.local_conf else ""))
 
 
 def prepare(name: str | None, account: str | None, partition: str | None) -> Plan:
     """Everything that can refuse, before any work: profile, placeholders, Slurm, partition."""
     prof = load_profile(name, account, partition)
+    groups = groups_of(prof, name)
+    prof = {k: v for k, v in prof.items() if k != GROUPS_KEY}
     conf = use_local_conf()
-    return Plan(name, prof, preflight(prof), conf)
+    return Plan(name, prof, preflight(prof), conf, groups)
 
 
 # setup/install.sh keeps the Slurm executor plugin out of site-packages (requirements-slurm.txt:
@@ -314,13 +301,24 @@ def run(cmd: list[str], plan: Plan) -> int:
 
 def _watch(proc: subprocess.Popen, partition: str, stopped: list[str], done: threading.Event) -> None:
     """Stop the sweep (SIGINT: Snakemake cancels its Slurm jobs) when the partition has no node
-    that can run jobs twice in a row, instead of waiting forever for pending jobs."""
+    that can run jobs twice in a row, instead of waiting forever for pending jobs. A drained
+    node is not down: its running jobs finish and are kept, the sweep waits for the resume (one
+    line says so)."""
     strikes = 0
+    said = False
     while not done.wait(WATCH_SECONDS):
         try:
-            msg = down_message(*nodes(partition))
+            found = nodes(partition)
         except (SlurmError, subprocess.TimeoutExpired):
             continue
+        drained = drained_message(*found)
+        if drained:
+            if not said:
+                print(drained, file=sys.stderr, flush=True)
+            said, strikes = True, 0
+            continue
+        said = False
+        msg = down_message(*found)
         strikes = strikes + 1 if msg else 0
         if msg and strikes >= 2:
             stopped.append(msg + "; the sweep was stopped and its Slurm jobs cancelled")

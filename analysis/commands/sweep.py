@@ -97,7 +97,9 @@ def run_snakemake(ns: argparse.Namespace, sweep: config.Sweep, overrides: dict[s
         if on_slurm:
             # The Slurm path reads Snakemake's own record of a failed job to name the cell and
             # the Slurm reason, so it keeps Snakemake's plain output.
-            return slurm.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args, slurm=True), on_slurm)
+            # The profile's groups: the rules' `group:` on, each grouped Slurm job of its CPUs.
+            return slurm.run(snakemake_cmd(ns.config, overrides | on_slurm.groups.config(), on_slurm.groups.cores,
+                                           ns.snakemake_args, slurm=True), on_slurm)
         # Targets first: Snakemake 9's --logger takes several names and would read a target after it as one.
         return guard.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args + logger_args(ns.verbose)),
                          env=snakemake_env(logger=not ns.verbose), pass_fds=() if lock_fd is None else (lock_fd,))

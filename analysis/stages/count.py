@@ -39,6 +39,12 @@ def job_path(root: Path, job: config.Job, suffix: str) -> Path:
     return root / b.backend / b.compiler / b.build / job.cpu_model / f"{b.name}{suffix}"
 
 
+def time_limits(sweep: config.Sweep, job: config.Job) -> tuple[float, ...]:
+    """Seconds each run of the job may take (the sweep's time_limit, times the backend's factor)."""
+    factor = REGISTRY[job.binary.backend].time_factor(sweep)
+    return tuple(sweep.time_limit(job.binary.kernel, job.binary.variant, r.size, factor) for r in job.runs)
+
+
 def plan_job(sweep: config.Sweep, job: config.Job, ready: Ready, versions: dict[str, str],
              mpi_versions: dict[str | None, str]) -> Plan:
     """One job's plan. `versions`: the workflow's preflight (compilers, host); `mpi_versions`:
@@ -63,8 +69,7 @@ def plan_job(sweep: config.Sweep, job: config.Job, ready: Ready, versions: dict[
         "build_commands": build.binary_commands(sweep, b.compiler, b.build, b.backend, b.kernel, b.variant),
         "versions": job_versions,
     }
-    factor = backend.time_factor(sweep)
-    limits = tuple(sweep.time_limit(b.kernel, b.variant, r.size, factor) for r in job.runs)
+    limits = time_limits(sweep, job)
     settings = backend.settings(sweep, job, ready)
     if backend.SHARES_PREPARATIONS:
         settings["prep_cache"] = str(build.prep_cache_dir(sweep.build_dir, sweep.table, b.compiler, b.kernel, b.variant))
