@@ -143,11 +143,16 @@ def test_the_summary_gives_each_sampled_cell_its_interval() -> None:
     assert gem5_sampled.report(full) == []
 
 
-def test_the_validation_table_compares_full_and_sampled_cell_by_cell() -> None:
-    full = pd.DataFrame(gem5_rows({"gem5.cycles": 1_000_000, "gem5.insts": 80_000, "gem5.ipc_milli": 80,
+def full_table() -> pd.DataFrame:
+    """A full O3 sweep's rows of one cell at VL 128 (memory-bound) and 2048."""
+    return pd.DataFrame(gem5_rows({"gem5.cycles": 1_000_000, "gem5.insts": 80_000, "gem5.ipc_milli": 80,
                                    "gem5.l1d_misses": 16_000}, 128)
                         + gem5_rows({"gem5.cycles": 9000, "gem5.insts": 5000, "gem5.ipc_milli": 556,
                                      "gem5.l1d_misses": 100}, 2048))
+
+
+def test_the_validation_table_compares_full_and_sampled_cell_by_cell() -> None:
+    full = full_table()
     sampled = pd.DataFrame(gem5_rows({"gem5.cycles": 1_015_000, "gem5.insts": 80_000, "gem5.cycles_ci_low": 1_001_000,
                                       "gem5.cycles_ci_high": 1_029_000}, 128)
                            + gem5_rows({"gem5.cycles": 9100, "gem5.insts": 5001, "gem5.cycles_ci_low": 9100,
@@ -165,10 +170,7 @@ def test_the_validation_table_compares_full_and_sampled_cell_by_cell() -> None:
 def test_bench_writes_gem5_sampled_from_both_trees(tmp_path: Path) -> None:
     """bench's sampled part on a stand-in Bench: the sampled sweep file it writes, the two
     timings it asks for, and its bench.json entry from the two tables and the two verdict sets."""
-    full = pd.DataFrame(gem5_rows({"gem5.cycles": 1_000_000, "gem5.insts": 80_000, "gem5.ipc_milli": 80,
-                                   "gem5.l1d_misses": 16_000}, 128)
-                        + gem5_rows({"gem5.cycles": 9000, "gem5.insts": 5000, "gem5.ipc_milli": 556,
-                                     "gem5.l1d_misses": 100}, 2048))
+    full = full_table()
     sampled = pd.DataFrame(gem5_rows({"gem5.cycles": 1_015_000, "gem5.insts": 80_000, "gem5.cycles_ci_low": 1_001_000,
                                       "gem5.cycles_ci_high": 1_029_000}, 128)
                            + gem5_rows({"gem5.cycles": 9000, "gem5.insts": 5000, "gem5.cycles_ci_low": 9000,
