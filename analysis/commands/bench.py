@@ -37,13 +37,11 @@ import argparse
 import hashlib
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +50,8 @@ import yaml
 from analysis.backends import Bench, perf, qemu
 from analysis.backends.registry import REGISTRY
 from analysis.commands import report as report_page
+from analysis.commands.bench_common import HIDDEN, TARGETS, timed, verdict
+from analysis.commands.bench_slurm import slurm_sweeps
 from analysis.commands.guard import snakemake_cmd
 from analysis.core import config, mpi
 from analysis.core.table import read_counts, read_provenance
@@ -60,16 +60,7 @@ from analysis.stages.checks import claim
 from analysis.stages.series import by_category
 
 REPO = config.REPO
-# The targets of issue 28 (2 cores, a fresh clone; gem5's from issue 14); bench prints each
-# figure beside its own. The default sweep has two: its wall and its CPU seconds.
-# The environment that hides the backends that can be hidden (gem5: GEM5=none): the counts timed alone.
-HIDDEN = {k: v for b in REGISTRY.values() for k, v in b.HIDE_ENV.items()}
-TARGETS = {"default_s": 45.0, "default_cpu_s": 80.0, "rerun_noop_s": 1.0, "regression_set_s": 10.0, "gem5_s": 1800.0,
-           "overhead_ratio": 1.05, "full_matrix_s": 80.0, "report_load_s": 2.0, "report_bytes": 1.5e6,
-           # Issue 32: a sweep through the local Slurm beside the same sweep run locally, and the
-           # Slurm jobs of the default sweep.
-           "slurm_ratio": 1.5, "slurm_jobs": 24}
-SUBMITTED = "has been submitted with SLURM jobid"
+
 
 def config_hash(path: Path) -> str:
     sweep = config.load(path)
@@ -77,22 +68,6 @@ def config_hash(path: Path) -> str:
     for p in [path, *sweep.table_paths]:
         h.update(Path(p).read_bytes())
     return h.hexdigest()[:16]
-
-def children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-def timed(cmd: list[str], ok: tuple[int, ...] = (0,), **kw: Any) -> tuple[float, float, int]:
-    """(wall seconds, CPU seconds of the command and its children, exit status); any status
-    outside `ok` stops the bench with the command's output."""
-    t0, c0 = time.monotonic(), children_cpu()
-    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if proc.returncode not in ok:
-        sys.exit(f"bench: {' '.join(cmd[:4])} ... failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    return time.monotonic() - t0, children_cpu() - c0, proc.returncode
-
-def verdict(value: float, target: float, what: str = "target") -> str:
-    return f"{what} <= {target:g}: {'met' if value <= target else 'MISSED'}"
 
 def figure(seconds: float, cpu: float, target: float | None = None, cpu_target: float | None = None,
            **extra: Any) -> dict[str, Any]:
@@ -221,58 +196,6 @@ def memcpy_family(cfg: str, work: Path, cores: int) -> dict[str, Any]:
     if p and p.jobs:
         out["perf_s"] = round(sweep_time(cfg, work, cores, hidden=True, target="perf_all")[0], 1)
         out["perf_processes"] = p.processes
-    return out
-
-
-def slurm_sweeps(work: Path, cores: int, local_default: Path | None, local_default_s: float | None,
-                 sweeps: list[tuple[str, str]]) -> dict[str, Any] | None:
-    """The tiny and the default sweep through the local Slurm (setup/slurm.sh, profile `local`:
-    its job groups, analysis/core/groups.py) beside the same sweep run locally: wall time, the
-    Slurm jobs submitted, counts.csv byte for byte, and the re-run with nothing changed (no Slurm
-    job). `local_default`: the results folder of the default sweep timed above (its counts and
-    `local_default_s` are the local side), else the local run is timed here."""
-    if shutil.which("slurmctld") is None:
-        print("slurm: skipped (slurm-wlm is not installed: ./harness setup --with-slurm)", flush=True)
-        return None
-    subprocess.run([str(REPO / "setup" / "slurm.sh"), "start"], check=True, capture_output=True)
-    out: dict[str, Any] = {}
-    for name, cfg in sweeps:
-        def cli(tree: Path, *slurm: str) -> list[str]:
-            return [sys.executable, "-m", "analysis.commands.cli", "sweep", "--config", cfg, "--cores", str(cores), *slurm,
-                    "--set", f"results_dir={tree / 'results'}", "--set", f"build_dir={tree / 'build'}", "--", "counts_all"]
-
-        args = cli(work / f"slurm-{name}", "--slurm", "local")
-        env = {**os.environ, **HIDDEN}
-        t0 = time.monotonic()
-        proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
-        seconds = time.monotonic() - t0
-        if proc.returncode != 0:
-            sys.exit(f"bench: the {name} sweep through Slurm failed:\n{proc.stderr[-2000:]}")
-        jobs = proc.stderr.count(SUBMITTED)
-        # The same front end without --slurm, on trees of its own (the default sweep: as timed above).
-        if name == "default" and local_default is not None and local_default_s:
-            local, local_counts = local_default_s, local_default / "counts.csv"
-        else:
-            local, local_counts = timed(cli(work / f"local-{name}"), cwd=REPO, env=env)[0], work / f"local-{name}" / "results" / "counts.csv"
-        identical = (work / f"slurm-{name}" / "results" / "counts.csv").read_bytes() == local_counts.read_bytes()
-        t0 = time.monotonic()
-        again = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
-        rerun = time.monotonic() - t0
-        if again.returncode != 0:
-            sys.exit(f"bench: the {name} sweep's re-run through Slurm failed:\n{again.stderr[-2000:]}")
-        ratio = seconds / local if local else float("inf")
-        fig = out[name] = {"config": cfg, "slurm_s": round(seconds, 1), "local_s": round(local, 1), "ratio": round(ratio, 2),
-                           "target_ratio": TARGETS["slurm_ratio"], "slurm_jobs": jobs, "counts_identical": identical,
-                           "rerun_noop_slurm_s": round(rerun, 1), "rerun_slurm_jobs": again.stderr.count(SUBMITTED)}
-        fig["met"] = ratio <= TARGETS["slurm_ratio"] and identical and fig["rerun_slurm_jobs"] == 0
-        if name == "default":
-            fig["target_jobs"] = TARGETS["slurm_jobs"]
-            fig["met"] = fig["met"] and jobs <= TARGETS["slurm_jobs"]
-        print(f"{name} sweep through the local Slurm: {fig['slurm_s']} s for {jobs} Slurm jobs"
-              + (f" ({verdict(jobs, TARGETS['slurm_jobs'], 'jobs target')})" if name == "default" else "")
-              + f", locally {fig['local_s']} s: {fig['ratio']}x ({verdict(ratio, TARGETS['slurm_ratio'])}); "
-              f"counts.csv {'byte-identical' if identical else 'DIFFERS'}; re-run with nothing changed "
-              f"{fig['rerun_noop_slurm_s']} s, {fig['rerun_slurm_jobs']} Slurm jobs", flush=True)
     return out
 
 
