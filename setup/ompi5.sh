@@ -2,9 +2,10 @@
 # Cross-build the pinned Open MPI 5.0.9 for aarch64 into a cache directory outside the
 # repository (paper Fig. 10 on the release that carries Open MPI's own NEON/SVE op component,
 # ompi/mca/op/aarch64). Debian's arm64 Open MPI 4.1 stays installed beside it. Then the same
-# release again with our SVE datatype engine (setup/patches/ompi-v5.0.9-sve-datatype.patch:
-# paper Fig. 9, issue 33) into a second prefix beside the first, install-sve: both libraries
-# exist side by side, each with its own stamp, and a second call builds only what is missing.
+# release with our SVE datatype engine (setup/patches/ompi-v5.0.9-sve-datatype.patch: paper
+# Fig. 9, issue 33) into a second prefix beside the first, install-sve, made from a copy of the
+# stock build tree (a few minutes; see build_sve): both libraries exist side by side, each with
+# its own stamp, and a second call builds only what is missing.
 #
 #   setup/ompi5.sh             build both unless the cache already holds them (then: nothing)
 #   setup/ompi5.sh --path      print the stock install prefix (or where it will be); build nothing
@@ -48,7 +49,7 @@ PINNED_SUBMODULES=(
     "config/oac dfff67569fb72dbf8d73a1dcf74d091dad93f71b"
 )
 UPSTREAM="https://github.com/open-mpi/ompi.git"
-NEED_GIB=${OMPI5_NEED_GIB:-6}  # two builds (stock and install-sve), 3 GiB each
+NEED_GIB=${OMPI5_NEED_GIB:-4}  # the stock build (3 GiB) and the copy install-sve is made in
 
 die() { echo "$ME: $*" >&2; exit 1; }
 # Bad input (OMPI_SRC, disk): exit 2 before anything under the cache is created and before
@@ -62,9 +63,9 @@ DIR="$CACHE/ompi-$VERSION"
 PREFIX="$DIR/install"
 LIB="$PREFIX/lib/libmpi.so"
 STAMP="$DIR/installed"
-# The patched build: its own source copy, build tree, prefix, log and stamp. Its stamp names
-# the commit and the patch's checksum (a changed patch is rebuilt) and the checksum of
-# libopen-pal, where opal/datatype lands.
+# The patched build: its own source and build tree (copies of the stock ones), prefix, log and
+# stamp. Its stamp names the commit and the patch's checksum (a changed patch is rebuilt) and
+# the checksum of libopen-pal, where opal/datatype lands.
 SVE_PATCH="${OMPI5_SVE_PATCH:-$(cd "$(dirname "$0")" && pwd)/patches/ompi-$VERSION-sve-datatype.patch}"
 SVE_PREFIX="$DIR/install-sve"
 SVE_LIB="$SVE_PREFIX/lib/libopen-pal.so"
@@ -165,24 +166,17 @@ else
     from="$clone"
 fi
 
-# Build one tree: name (for messages), source copy, build tree, prefix, stamp, the stamp's
-# commit line, the library the stamp checks, the patch to apply to the copy (or none).
-build_tree() {
-    local name=$1 src=$2 build=$3 prefix=$4 stamp=$5 commit=$6 lib=$7 patch=$8
-    local log="$DIR/build$name.log" jobs started
+# The stock build: source copy, build tree, prefix, stamp; both trees stay (build_sve copies
+# them).
+build_stock() {
+    local src="$DIR/src" build="$DIR/build" prefix="$PREFIX" log="$DIR/build.log" jobs started
     # Build from a copy (autogen writes into the tree), without the git metadata.
-    rm -rf "$src" "$build" "$prefix" "$stamp"
+    rm -rf "$src" "$build" "$prefix" "$STAMP"
     mkdir -p "$src" "$build"
     (cd "$from" && tar --exclude=.git -cf - .) | (cd "$src" && tar -xf -) || die "copying $from to $src failed"
-    if [[ -n "$patch" ]]; then
-        # The copy has no .git; the ceiling keeps git from taking a repository above the cache
-        # for it (git apply would then skip the paths outside the current directory).
-        (cd "$src" && GIT_CEILING_DIRECTORIES="$DIR" git apply "$patch") >>"$log" 2>&1 \
-            || die "applying $patch to $src failed; see $log"
-    fi
 
     jobs=$(nproc)
-    say "building Open MPI $VERSION${name:+ ($name)} for aarch64 ($jobs jobs; configure alone took 15 minutes on 2 busy cores); log: $log"
+    say "building Open MPI $VERSION for aarch64 ($jobs jobs; configure alone took 15 minutes on 2 busy cores); log: $log"
     : >"$log"
     started=$(date +%s)
     if [[ ! -x "$src/configure" ]]; then
@@ -209,22 +203,79 @@ build_tree() {
     # -L of the multiarch directory ahead of the prefix made libtool's install-time relink take it.
     needs_library "$prefix/lib/libmpi.so" libopen-pal.so.80 \
         || die "the Open MPI build linked $prefix/lib/libmpi.so against another libopen-pal (not $prefix/lib/libopen-pal.so.80); see $log"
-    # The patched build must hold the datatype engine's SVE kernels (static functions in
-    # libopen-pal: found when configure's OMPI_MCA_OP_HAVE_SVE reached opal/datatype).
-    if [[ -n "$patch" ]]; then
-        defines_symbol "$lib" opal_datatype_sve_pack_blocklen_one_4 \
-            || die "the patched Open MPI build ended without the SVE datatype kernels in $lib; see $log"
-    fi
     # build_seconds: autogen (when the source has no configure yet), configure, make, install; read by bench.
+    write_stamp "$STAMP" "$PINNED_COMMIT" "$LIB" "$started"
+}
+
+write_stamp() {
+    local stamp=$1 commit=$2 lib=$3 started=$4
     printf 'version=%s\ncommit=%s\nsha256=%s\nbuild_seconds=%s\n' "$VERSION" "$commit" \
         "$(sha256sum "$lib" | cut -d' ' -f1)" "$(( $(date +%s) - started ))" >"$stamp"
 }
 
+# The patched build, from copies of the stock source and build tree: the patch changes four
+# headers of opal/datatype, and a second configure and build of the whole release (80 minutes
+# on 2 cores) would recompile 2,000 files to change four objects. In the copies, the make and
+# libtool files (Makefiles, dependency files, .la, config.status, libtool) are moved to name
+# the copies instead of the stock trees, with their times kept, so make sees only the patched
+# headers as new: it recompiles the four pack/unpack objects that include them, relinks
+# libopen-pal and what links it, and `make install` puts the result in install-sve through
+# DESTDIR. The configure line is the stock one, prefix included: the libraries' RUNPATH and
+# compiled-in prefix name the stock prefix (its help files and share/ are the same), so rows
+# on install-sve link libopen-pal themselves (analysis/core/mpi.py) and the loader takes the
+# patched one ahead of the one libmpi's RUNPATH would find.
+build_sve() {
+    local src="$DIR/src-sve" build="$DIR/build-sve" stage="$DIR/stage-sve" log="$DIR/build-sve.log" started left
+    rm -rf "$src" "$build" "$stage" "$SVE_PREFIX" "$SVE_STAMP"
+    : >"$log"
+    started=$(date +%s)
+    say "building Open MPI $VERSION with the SVE datatype engine from a copy of the stock build (minutes); log: $log"
+    cp -a "$DIR/src" "$src" && cp -a "$DIR/build" "$build" || die "copying the stock trees in $DIR failed"
+    # The copy has no .git; the ceiling keeps git from taking a repository above the cache for
+    # it (git apply would then skip the paths outside the current directory).
+    (cd "$src" && GIT_CEILING_DIRECTORIES="$DIR" git apply "$SVE_PATCH") >>"$log" 2>&1 \
+        || die "applying $SVE_PATCH to $src failed; see $log"
+    find "$build" -type f \( -name Makefile -o -name '*.Plo' -o -name '*.Po' -o -name '*.la' -o -name '*.lai' \
+        -o -name config.status -o -name libtool -o -name config.lt \) -print0 | xargs -0 grep -lZF "$DIR/" \
+        | xargs -0 -r perl -e '
+            my $dir = shift;
+            for my $f (@ARGV) {
+                my @st = stat $f or die "$f: $!";
+                open my $in, "<", $f or die "$f: $!"; my $t = do { local $/; <$in> }; close $in;
+                $t =~ s{\Q$dir\E/(src|build)(?=[/\s\x27"\\:;,)]|$)}{$dir/$1-sve}gm;
+                open my $out, ">", $f or die "$f: $!"; print $out $t; close $out or die "$f: $!";
+                utime $st[8], $st[9], $f or die "$f: $!";
+            }' "$DIR" || die "moving the make files of $build to name the copies failed"
+    # A make file still naming a stock tree would build or install into it.
+    left=$(find "$build" -type f \( -name Makefile -o -name '*.la' -o -name config.status -o -name libtool \) -print0 \
+        | xargs -0 grep -lE "$DIR/(src|build)([/ '\"]|$)" | head -n 1 || true)
+    [[ -z "$left" ]] || die "the copy's make file $left still names the stock tree; see $log"
+    (cd "$build" && make -j"$(nproc)" && make install DESTDIR="$stage") >>"$log" 2>&1 \
+        || die "the patched Open MPI build failed; see $log"
+    [[ -d "$stage$PREFIX/lib" ]] || die "the patched Open MPI install ended without $stage$PREFIX/lib; see $log"
+    mv "$stage$PREFIX" "$SVE_PREFIX" && rm -rf "$stage" || die "moving the patched install to $SVE_PREFIX failed"
+    # The datatype engine's SVE kernels (static functions in libopen-pal: found when configure's
+    # OMPI_MCA_OP_HAVE_SVE reached opal/datatype), and still the release's own libopen-pal.
+    defines_symbol "$SVE_LIB" opal_datatype_sve_pack_blocklen_one_4 \
+        || die "the patched Open MPI build ended without the SVE datatype kernels in $SVE_LIB; see $log"
+    needs_library "$SVE_PREFIX/lib/libmpi.so" libopen-pal.so.80 \
+        || die "the patched Open MPI build linked $SVE_PREFIX/lib/libmpi.so against another libopen-pal; see $log"
+    # Open MPI's own datatype tests (`make check`'s list in test/datatype), built against the
+    # patched tree and kept there with it: arm64 programs, run under QEMU at several VLs by
+    # tests/test_mpi5_datatype.py.
+    (cd "$build/test/datatype" && make -j"$(nproc)" check TESTS=) >>"$log" 2>&1 \
+        || die "building Open MPI's test/datatype programs against the patched tree failed; see $log"
+    write_stamp "$SVE_STAMP" "$SVE_COMMIT" "$SVE_LIB" "$started"
+}
+
 if ! stock_built; then
-    build_tree "" "$DIR/src" "$DIR/build" "$PREFIX" "$STAMP" "$PINNED_COMMIT" "$LIB" ""
+    build_stock
+elif [[ ! -f "$DIR/build/config.status" || ! -f "$DIR/src/configure" ]]; then
+    # A stock prefix whose build trees were removed: install-sve is made from them.
+    sve_built || { say "the stock build trees in $DIR are gone (install-sve is made from them): building the stock release again"; build_stock; }
 fi
 say "Open MPI $VERSION is built: $PREFIX"
 if ! sve_built; then
-    build_tree "-sve" "$DIR/src-sve" "$DIR/build-sve" "$SVE_PREFIX" "$SVE_STAMP" "$SVE_COMMIT" "$SVE_LIB" "$SVE_PATCH"
+    build_sve
 fi
 say "Open MPI $VERSION with the SVE datatype engine is built: $SVE_PREFIX"

@@ -61,8 +61,9 @@ def _mpi() -> str | None:
 
 
 def _ompi5() -> str | None:
-    lib = mpi.library("ompi5")
-    return None if lib.installed() else f"Open MPI 5 is not built (run {lib.fix})"
+    """Both prefixes: one command builds them."""
+    missing = [lib for lib in (mpi.library("ompi5"), mpi.library("ompi5-sve")) if not lib.installed()]
+    return f"{missing[0].what} is not built (run {missing[0].fix})" if missing else None
 
 
 def _ompi_src() -> str | None:
@@ -124,6 +125,9 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "mpi5_bin": (SLOW, "needs_ompi5"),
     "plugin_dir_mpi5": (SLOW, "needs_ompi5"),
     "records": (SLOW, "needs_ompi5"),
+    "ddt_sweep": (),
+    "ddt_bin": (SLOW, "needs_ompi5"),
+    "ddt_records": (SLOW, "needs_ompi5"),
     # test_ompi5_sve_ddt.py
     "ddt_check": (SLOW, "needs_ompi_src"),
     "ddt_plugins": (SLOW,),

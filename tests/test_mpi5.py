@@ -265,13 +265,14 @@ def test_sweep_without_the_build_skips_its_rows_in_one_line(monkeypatch, tmp_pat
     saying so in one line that names the command."""
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "empty-cache"))
     sweep = config.load(MPI_SWEEP)
-    assert [lib.name for lib in mpi.unbuilt(sweep)] == ["ompi5"]
+    assert [lib.name for lib in mpi.unbuilt(sweep)] == ["ompi5", "ompi5-sve"]
     msg = mpi.skip_message(mpi.unbuilt(sweep))
     assert len(msg.splitlines()) == 1 and "./harness setup --with-ompi5" in msg
     kept = mpi.without_unbuilt(sweep)
-    assert {s.kernel for s in kept.selections} == {s.kernel for s in sweep.selections} - {KERNEL}
+    fig9 = {"mpi5_pack", "mpi5sve_pack", "mpi5_unpack", "mpi5sve_unpack"}  # tests/test_mpi5_datatype.py
+    assert {s.kernel for s in kept.selections} == {s.kernel for s in sweep.selections} - {KERNEL} - fig9
     assert all("ompi5" not in c.id for c in kept.checks) and len(kept.checks) < len(sweep.checks)
-    assert all("ompi5" not in f.name for f in kept.figures) and len(kept.figures) == len(sweep.figures) - 1
+    assert all("ompi5" not in f.name for f in kept.figures) and len(kept.figures) == len(sweep.figures) - 2
     assert not [j for j in kept.jobs() if j.binary.kernel == KERNEL]
     # The NEON row is its own build, run without SVE at every VL.
     neon = [j for j in sweep.jobs() if j.binary.name == f"{KERNEL}-neon"]
@@ -291,7 +292,7 @@ def test_a_build_that_did_not_finish_is_not_built(monkeypatch, tmp_path: Path) -
     (lib.include / "mpi.h").write_text("")
     (lib.lib / "libmpi.so").write_text("")
     assert not lib.installed()
-    assert [u.name for u in mpi.unbuilt(config.load(MPI_SWEEP))] == ["ompi5"]
+    assert [u.name for u in mpi.unbuilt(config.load(MPI_SWEEP))] == ["ompi5", "ompi5-sve"]
     (tmp_path / "cache" / f"ompi-{mpi.OMPI5_VERSION}" / "installed").write_text("version=v5.0.9\ncommit=b79100b\n")
     assert lib.installed()
 
@@ -322,9 +323,10 @@ def test_bench_says_why_without_the_mpi_libraries(monkeypatch, tmp_path: Path, c
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setattr(mpi, "DEBIAN", dataclasses.replace(mpi.DEBIAN, prefix=tmp_path / "no-openmpi"))
-    assert bench.mpi_timings(tmp_path / "work", 1) == {"ompi5_build_s": None, "mpi_sweep": None}
+    assert bench.mpi_timings(tmp_path / "work", 1) == {"ompi5_build_s": None, "ompi5_sve_build_s": None, "mpi_sweep": None}
     out = capsys.readouterr().out.strip().splitlines()
     assert out == ["Open MPI 5 build: not measured (not built: run ./harness setup --with-ompi5)",
+                   "its SVE datatype engine build: not measured (not built: run ./harness setup --with-ompi5)",
                    "MPI sweep: skipped, no MPI library here (./harness setup --with-mpi, ./harness setup --with-ompi5)"]
     assert not (tmp_path / "work").exists()
 

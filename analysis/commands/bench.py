@@ -224,11 +224,14 @@ def mpi_timings(work: Path, cores: int) -> dict[str, Any]:
     part absent says why in one line."""
     out: dict[str, Any] = {}
     lib = mpi.library("ompi5")
-    stamp = dict(ln.split("=", 1) for ln in lib.stamp.read_text().split()) if lib.installed() and lib.stamp else {}
-    out["ompi5_build_s"] = int(stamp["build_seconds"]) if "build_seconds" in stamp else None
-    print(f"Open MPI 5 build (setup --with-ompi5): {out['ompi5_build_s']} s" if out["ompi5_build_s"] is not None
-          else f"Open MPI 5 build: not measured ({'built before its stamp recorded the time' if lib.installed() else 'not built: run ' + lib.fix})",
-          flush=True)
+    for key, name, what in (("ompi5_build_s", "ompi5", "Open MPI 5 build"),
+                            ("ompi5_sve_build_s", "ompi5-sve", "its SVE datatype engine build")):
+        x = mpi.library(name)
+        stamp = dict(ln.split("=", 1) for ln in x.stamp.read_text().split()) if x.installed() and x.stamp else {}
+        out[key] = int(stamp["build_seconds"]) if "build_seconds" in stamp else None
+        print(f"{what} (setup --with-ompi5): {out[key]} s" if out[key] is not None
+              else f"{what}: not measured ({'built before its stamp recorded the time' if x.installed() else 'not built: run ' + x.fix})",
+              flush=True)
     src = REPO / "configs" / "mpi.yaml"
     sweep = config.load(src)
     present = {name for name, x in mpi.libraries(sweep).items() if x.installed()}

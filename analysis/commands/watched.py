@@ -89,9 +89,11 @@ def watch(sweep_file: str, sweep: config.Sweep) -> dict[str, list[str]]:
     if sweep.perf is not None:
         tools.add(sweep.perf.perf)
     probes = {DPKG_STATUS, sys.executable, *site.getsitepackages()}
-    for name in ("debian", "ompi5"):
+    for name in mpi.NAMES:
         lib = mpi.library(name)
         probes.update((str(lib.include / "mpi.h"), str(lib.lib / "libmpi.so")))
+        if lib.stamp:  # a rebuilt library with the same files' names (install-sve: a new patch)
+            probes.add(str(lib.stamp))
     if sweep.gem5 is not None:  # every place gem5 is looked for (analysis.backends.gem5.find_gem5)
         given = [os.environ.get("GEM5") or "", sweep.gem5.binary or ""]
         probes.update(str(Path(g).expanduser()) for g in given if g and g != gem5.OFF)

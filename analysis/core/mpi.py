@@ -1,6 +1,6 @@
 """The arm64 Open MPI libraries of the rows of families declared `mpi: true` (paper Fig. 9, 10).
 
-Two libraries, chosen per family (`mpi_library`):
+Three libraries, chosen per family (`mpi_library`):
 - debian: Debian 12's arm64 Open MPI 4.1 (multiarch), installed only on request
   (`./harness setup --with-mpi`, or by `./harness sweep` when the sweep selects its rows),
   because the arm64 packages are large and an unguarded install once removed the host
@@ -8,6 +8,10 @@ Two libraries, chosen per family (`mpi_library`):
 - ompi5: the pinned Open MPI 5.0.9, cross-built with its NEON/SVE op component into the
   harness cache by `./harness setup --with-ompi5` (setup/ompi5.sh; long). A sweep
   whose rows need it and lacks it skips those rows, checks and figures in one line.
+- ompi5-sve: the same release with our SVE datatype engine (paper Fig. 9), built by the same
+  command beside it (prefix install-sve). Its libraries name the stock prefix in their RUNPATH
+  (setup/ompi5.sh, build_sve): its rows link libopen-pal themselves, so the loader takes the
+  patched one first.
 Everything else about these rows is as for the static kernels: same compile flags, same
 drivers, same staged runs; they link -lmpi dynamically and run as singletons.
 """
@@ -78,6 +82,7 @@ class Library:
 DEBIAN = Library("debian", Path("/usr/lib/aarch64-linux-gnu/openmpi"), "Debian's arm64 Open MPI 4.1",
                  "./harness setup --with-mpi")
 PACKAGE = "libopenmpi-dev:arm64"
+NAMES = ("debian", "ompi5", "ompi5-sve")  # every library() knows
 
 
 def library(name: str) -> Library:
@@ -85,6 +90,10 @@ def library(name: str) -> Library:
         prefix = ompi5_prefix()
         return Library("ompi5", prefix, f"Open MPI {OMPI5_VERSION} (NEON/SVE op component)",
                        "./harness setup --with-ompi5", prefix.parent / "installed")
+    if name == "ompi5-sve":
+        prefix = ompi5_prefix().parent / "install-sve"
+        return Library("ompi5-sve", prefix, f"Open MPI {OMPI5_VERSION} with our SVE datatype engine",
+                       "./harness setup --with-ompi5", prefix.parent / "installed-sve")
     return DEBIAN
 
 
@@ -184,7 +193,7 @@ def sweep_doc_without(src: Path, sweep: Sweep, drop: set[str]) -> dict[str, Any]
 def version(table: KernelTable | None = None, kernel: str = "", variant: str = "") -> str:
     """The library's version, for provenance."""
     lib = row_library(table, kernel, variant) if table else DEBIAN
-    if lib and lib.name == "ompi5":
+    if lib and lib.name != "debian":
         stamp = lib.stamp
         return f"Open MPI {OMPI5_VERSION} ({lib.prefix}; {stamp.read_text().split()[1] if stamp and stamp.exists() else '?'})"
     out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", PACKAGE], capture_output=True, text=True)
@@ -203,10 +212,14 @@ def compile_flags(lib: Library | None = None) -> tuple[str, ...]:
 def link_flags(lib: Library | None = None) -> tuple[str, ...]:
     """Dynamic link (the static kernels link -static): neither library ships a static libmpi.
     Open MPI 5 lives outside the loader's paths: its lib directory goes into the binary's
-    RUNPATH (both libraries are libmpi.so.40, so the path decides which one runs)."""
+    RUNPATH (both libraries are libmpi.so.40, so the path decides which one runs). The SVE
+    datatype engine's libopen-pal is a direct dependency of the binary: libmpi's own RUNPATH
+    names the stock prefix, and the loader takes a library already loaded by its soname."""
     lib = lib or DEBIAN
-    rpath = (f"-Wl,-rpath,{lib.lib}",) if lib.name != "debian" else ()
-    return (f"-L{lib.lib}", *rpath, "-lmpi")
+    if lib.name == "debian":
+        return (f"-L{lib.lib}", "-lmpi")
+    own_pal = ("-Wl,--push-state,--no-as-needed", "-lopen-pal", "-Wl,--pop-state") if lib.name == "ompi5-sve" else ()
+    return (f"-L{lib.lib}", f"-Wl,-rpath,{lib.lib}", "-lmpi", *own_pal)
 
 
 def run_env(table: KernelTable, kernel: str, variant: str) -> dict[str, str]:
@@ -214,5 +227,5 @@ def run_env(table: KernelTable, kernel: str, variant: str) -> dict[str, str]:
     `env` (e.g. OMPI_MCA_op=^aarch64: the same library without its op component)."""
     row = table.row(kernel, variant)
     lib = family_library(table, row.family)
-    base = {} if lib is None else RUN_ENV_OMPI5 if lib.name == "ompi5" else RUN_ENV
+    base = {} if lib is None else RUN_ENV if lib.name == "debian" else RUN_ENV_OMPI5
     return {**base, **dict(row.env)}
