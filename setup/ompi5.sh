@@ -167,33 +167,40 @@ else
 fi
 
 # The stock build: source copy, build tree, prefix, stamp; both trees stay (build_sve copies
-# them).
+# them). A build stopped after its configure (a killed session, a full disk) resumes with make
+# on the next call: $DIR/configured, written when configure and its SVE check passed, names the
+# commit the trees were configured from.
 build_stock() {
-    local src="$DIR/src" build="$DIR/build" prefix="$PREFIX" log="$DIR/build.log" jobs started
-    # Build from a copy (autogen writes into the tree), without the git metadata.
-    rm -rf "$src" "$build" "$prefix" "$STAMP"
-    mkdir -p "$src" "$build"
-    (cd "$from" && tar --exclude=.git -cf - .) | (cd "$src" && tar -xf -) || die "copying $from to $src failed"
-
+    local src="$DIR/src" build="$DIR/build" prefix="$PREFIX" log="$DIR/build.log" mark="$DIR/configured" jobs started
     jobs=$(nproc)
-    say "building Open MPI $VERSION for aarch64 ($jobs jobs; configure alone took 15 minutes on 2 busy cores); log: $log"
-    : >"$log"
     started=$(date +%s)
-    if [[ ! -x "$src/configure" ]]; then
-        (cd "$src" && ./autogen.pl --no-3rdparty hwloc,prrte,romio341) >>"$log" 2>&1 \
-            || die "Open MPI's autogen.pl failed; see $log"
+    if [[ -f "$mark" && "$(cat "$mark")" == "$PINNED_COMMIT" && -f "$build/config.status" ]]; then
+        say "resuming the stopped Open MPI $VERSION build in $build ($jobs jobs; make goes on where it stopped); log: $log"
+        echo "--- resumed $(date -u +%FT%TZ)" >>"$log"
+    else
+        # Build from a copy (autogen writes into the tree), without the git metadata.
+        rm -rf "$src" "$build" "$prefix" "$STAMP" "$mark"
+        mkdir -p "$src" "$build"
+        (cd "$from" && tar --exclude=.git -cf - .) | (cd "$src" && tar -xf -) || die "copying $from to $src failed"
+        say "building Open MPI $VERSION for aarch64 ($jobs jobs; configure alone took 15 minutes on 2 busy cores); log: $log"
+        : >"$log"
+        if [[ ! -x "$src/configure" ]]; then
+            (cd "$src" && ./autogen.pl --no-3rdparty hwloc,prrte,romio341) >>"$log" 2>&1 \
+                || die "Open MPI's autogen.pl failed; see $log"
+        fi
+        (cd "$build" && "$src/configure" --host=aarch64-linux-gnu --build=x86_64-linux-gnu \
+            CC=aarch64-linux-gnu-gcc CXX=no --prefix="$prefix" \
+            --with-hwloc=external \
+            --with-libevent=internal --with-pmix=internal --without-prrte \
+            --disable-mpi-fortran --disable-oshmem --disable-io-romio --disable-sphinx \
+            --without-ucx --without-ofi --without-cuda --without-psm2 --without-ucc --without-hcoll \
+            --enable-mca-no-build=io-ompio,fcoll,fbtl,fs,sharedfp,coll-han,coll-adapt,topo-treematch,vprotocol) \
+            >>"$log" 2>&1 || die "Open MPI's configure failed; see $log"
+        grep -q "^#define OMPI_MCA_OP_HAVE_SVE 1" "$build/opal/include/opal_config.h" 2>/dev/null \
+            || grep -q 'op_cv_sve_support=yes' "$build/config.log" \
+            || die "Open MPI's configure found no SVE support for the op/aarch64 component; see $build/config.log"
+        echo "$PINNED_COMMIT" >"$mark"
     fi
-    (cd "$build" && "$src/configure" --host=aarch64-linux-gnu --build=x86_64-linux-gnu \
-        CC=aarch64-linux-gnu-gcc CXX=no --prefix="$prefix" \
-        --with-hwloc=external \
-        --with-libevent=internal --with-pmix=internal --without-prrte \
-        --disable-mpi-fortran --disable-oshmem --disable-io-romio --disable-sphinx \
-        --without-ucx --without-ofi --without-cuda --without-psm2 --without-ucc --without-hcoll \
-        --enable-mca-no-build=io-ompio,fcoll,fbtl,fs,sharedfp,coll-han,coll-adapt,topo-treematch,vprotocol) \
-        >>"$log" 2>&1 || die "Open MPI's configure failed; see $log"
-    grep -q "^#define OMPI_MCA_OP_HAVE_SVE 1" "$build/opal/include/opal_config.h" 2>/dev/null \
-        || grep -q 'op_cv_sve_support=yes' "$build/config.log" \
-        || die "Open MPI's configure found no SVE support for the op/aarch64 component; see $build/config.log"
     (cd "$build" && make -j"$jobs" && make install) >>"$log" 2>&1 || die "the Open MPI build failed; see $log"
     [[ -f "$prefix/lib/libmpi.so" ]] || die "the Open MPI build ended without $prefix/lib/libmpi.so; see $log"
     # Open MPI 5 links its components into libmpi (no DSOs by default): the SVE half must be there.
