@@ -232,7 +232,12 @@ write_stamp() {
 # on install-sve link libopen-pal themselves (analysis/core/mpi.py) and the loader takes the
 # patched one ahead of the one libmpi's RUNPATH would find.
 build_sve() {
-    local src="$DIR/src-sve" build="$DIR/build-sve" stage="$DIR/stage-sve" log="$DIR/build-sve.log" started left
+    local src="$DIR/src-sve" build="$DIR/build-sve" stage="$DIR/stage-sve" log="$DIR/build-sve.log" started left root
+    # The folder the stock trees were configured in, as their make files name it: the cache may
+    # be reached another way now (a symlink), and those names are what the copies must change.
+    root=$(sed -n 's#^abs_top_builddir = \(.*\)/build$#\1#p' "$DIR/build/Makefile")
+    [[ -n "$root" && "$root/build" -ef "$DIR/build" ]] \
+        || die "the stock build tree $DIR/build does not name itself (abs_top_builddir in its Makefile); remove $DIR/build and run again"
     rm -rf "$src" "$build" "$stage" "$SVE_PREFIX" "$SVE_STAMP"
     : >"$log"
     started=$(date +%s)
@@ -243,7 +248,7 @@ build_sve() {
     (cd "$src" && GIT_CEILING_DIRECTORIES="$DIR" git apply "$SVE_PATCH") >>"$log" 2>&1 \
         || die "applying $SVE_PATCH to $src failed; see $log"
     find "$build" -type f \( -name Makefile -o -name '*.Plo' -o -name '*.Po' -o -name '*.la' -o -name '*.lai' \
-        -o -name config.status -o -name libtool -o -name config.lt \) -print0 | xargs -0 grep -lZF "$DIR/" \
+        -o -name config.status -o -name libtool -o -name config.lt \) -print0 | xargs -0 grep -lZF "$root/" \
         | xargs -0 -r perl -e '
             my $dir = shift;
             for my $f (@ARGV) {
@@ -252,15 +257,16 @@ build_sve() {
                 $t =~ s{\Q$dir\E/(src|build)(?=[/\s\x27"\\:;,)]|$)}{$dir/$1-sve}gm;
                 open my $out, ">", $f or die "$f: $!"; print $out $t; close $out or die "$f: $!";
                 utime $st[8], $st[9], $f or die "$f: $!";
-            }' "$DIR" || die "moving the make files of $build to name the copies failed"
+            }' "$root" || die "moving the make files of $build to name the copies failed"
     # A make file still naming a stock tree would build or install into it.
     left=$(find "$build" -type f \( -name Makefile -o -name '*.la' -o -name config.status -o -name libtool \) -print0 \
-        | xargs -0 grep -lE "$DIR/(src|build)([/ '\"]|$)" | head -n 1 || true)
+        | xargs -0 grep -lE "$root/(src|build)([/ '\"]|$)" | head -n 1 || true)
     [[ -z "$left" ]] || die "the copy's make file $left still names the stock tree; see $log"
     (cd "$build" && make -j"$(nproc)" && make install DESTDIR="$stage") >>"$log" 2>&1 \
         || die "the patched Open MPI build failed; see $log"
-    [[ -d "$stage$PREFIX/lib" ]] || die "the patched Open MPI install ended without $stage$PREFIX/lib; see $log"
-    mv "$stage$PREFIX" "$SVE_PREFIX" && rm -rf "$stage" || die "moving the patched install to $SVE_PREFIX failed"
+    # DESTDIR prefixes the configured prefix, as the stock make files name it.
+    [[ -d "$stage$root/install/lib" ]] || die "the patched Open MPI install ended without $stage$root/install/lib; see $log"
+    mv "$stage$root/install" "$SVE_PREFIX" && rm -rf "$stage" || die "moving the patched install to $SVE_PREFIX failed"
     # The datatype engine's SVE kernels (static functions in libopen-pal: found when configure's
     # OMPI_MCA_OP_HAVE_SVE reached opal/datatype), and still the release's own libopen-pal.
     defines_symbol "$SVE_LIB" opal_datatype_sve_pack_blocklen_one_4 \
