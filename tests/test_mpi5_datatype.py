@@ -121,7 +121,7 @@ def test_counts_follow_the_engines_loops(ddt_records) -> None:
         return roi(kernel, vl, 2 * SIZE)["total"] - roi(kernel, vl, SIZE)["total"]
 
     for kernel, (variant, _) in ROWS.items():
-        per_vector_class = "sve_gather" if "pack" in kernel and "unpack" not in kernel else "sve_scatter"
+        per_vector_class = "sve_scatter" if "unpack" in kernel else "sve_gather"
         for vl in VLS:
             vectors = floats // (vl // 32)
             net_class = roi(kernel, vl, SIZE)["classes"][per_vector_class] - roi(kernel, vl, 0)["classes"][per_vector_class]
