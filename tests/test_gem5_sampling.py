@@ -1,8 +1,7 @@
 """Sampled gem5 (issue 31): the estimate and its interval from known unit CPIs (exact
 expectations, no gem5), the configuration keys, what a sampled record becomes in the table; and,
-where gem5 is found, sampled runs against full O3 runs of the same cells: the same ROI
-instruction count and the same output in every cell (the switch between the CPUs copies no SVE
-predicate registers, docs/guide/gem5.md), and cycles inside the stated interval."""
+where gem5 is found, why a sampled sweep is refused (a sampled pack computes a wrong vector:
+the switch between the CPUs loses SVE state, docs/guide/gem5.md) and a ROI inside the prefix."""
 from __future__ import annotations
 
 import dataclasses
@@ -245,33 +244,36 @@ def test_the_sampled_command_names_its_units_and_a_seed_of_the_cell() -> None:
 # --- with gem5 ----------------------------------------------------------------------------------
 
 # Small units, so that ROIs of tens of thousands of instructions switch CPUs dozens of times,
-# inside the SVE loops: every kind of predicate use (whilelo loops, compare results, gathers,
-# scatters, glibc's SVE memcpy) meets a switch.
+# inside the SVE loops.
 SMALL = {"unit": 300, "warmup": 500, "period": 1500, "prefix": 3000}
-CELLS = ["copy-c_vec", "copy-glibc_memcpy", "pack-acle", "unpack-acle", "reduce-acle"]
 # The default sweep's runs of each binary (its arguments), at 1 MiB: the cell's VL is set below.
 RUNS = {j.binary.name: dataclasses.replace(j.runs[0], size=1048576)
         for j in gem5.jobs(config.load(REPO / "configs" / "default.yaml"), None)}
 
 
+def test_a_sampled_sweep_is_refused_in_one_line_where_gem5_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gem5, "find_gem5", lambda sweep: Path("/opt/gem5.fast"))
+    monkeypatch.setattr(gem5, "gem5_version", lambda path: "v24.0.0.1")
+    assert gem5.preflight(sweep_with(tmp_path, {})) is not None
+    with pytest.raises(ConfigError, match="mode sampled is refused: .* loses SVE state.*fix: gem5: {mode: full}"):
+        gem5.preflight(sweep_with(tmp_path, {"mode": "sampled"}))
+
+
 @pytest.mark.slow
 @pytest.mark.needs_gem5
-@pytest.mark.parametrize("vl", [128, 384, 2048])
-@pytest.mark.parametrize("name", CELLS)
-def test_sampled_runs_simulate_every_instruction_of_the_full_run(binaries, tmp_path: Path, name: str, vl: int) -> None:
-    """The same ROI instruction count and ops, the same output (checksum; the kernel verifies it
-    too), and the full run's cycles inside the sampled interval."""
-    run = dataclasses.replace(RUNS[name], vl=vl)
+def test_the_refusal_s_cause_a_sampled_pack_fails_its_own_check(binaries, tmp_path: Path) -> None:
+    """Why sampled mode is refused (measured on gem5 v24.0.0.1: pack, unpack and reduce at VL 128,
+    384 and 2048 all failed; copies did not): the packed vector is wrong after the switches, and
+    the kernel says so. When a gem5 keeps the SVE state across switches this test fails: lift the
+    refusal (gem5.SAMPLED_REFUSED) and validate the mode with `./harness bench --only gem5`."""
+    run = dataclasses.replace(RUNS["pack-acle"], vl=128)
     desc = config.load_gem5_systems()["paper"]
-    binary = binaries(*name.split("-", 1), "vla", "gem5")
+    binary = binaries("pack", "acle", "vla", "gem5")
     full = gem5.run_once(Path(GEM5), binary, "paper", desc, run, tmp_path / "full")
-    sampled = gem5.run_once(Path(GEM5), binary, "paper", desc, run, tmp_path / "sampled", None, SMALL)
-    assert sampled["gem5"]["insts"] == full["gem5"]["insts"]
-    assert sampled["gem5"]["ops"] == full["gem5"]["ops"]
-    assert sampled["checksum"] == full["checksum"] and sampled["vl_seen"] == vl
-    s = sampled["sampling"]
-    assert not s["ended_in_prefix"] and s["units"] >= 2 and s["cpu_switches"] >= 2 * s["units"]
-    assert sampled["gem5"]["cycles_ci_low"] <= full["gem5"]["cycles"] <= sampled["gem5"]["cycles_ci_high"]
+    assert full["vl_seen"] == 128
+    with pytest.raises(RunError, match="gem5 exited with 1"):
+        gem5.run_once(Path(GEM5), binary, "paper", desc, run, tmp_path / "sampled", None, SMALL)
+    assert "packed element at index" in (tmp_path / "sampled" / "simerr.txt").read_text()  # the kernel's stderr
 
 
 @pytest.mark.slow
