@@ -135,3 +135,11 @@ def test_the_test_command_keeps_pytests_cache_out_of_the_tree(monkeypatch) -> No
     assert cli.main(["test", "-q"]) == 1
     (cmd,) = calls
     assert cmd[cmd.index("-o") + 1] == f"cache_dir={REPO / '.venv' / 'pytest-cache'}", cmd
+
+
+def test_a_venv_that_is_a_symlink_is_ignored_too() -> None:
+    """A worktree links .venv to another tree's venv: `git add -A` committed the link, and the
+    merge replaced main's venv by a link to itself. Asked as a file, not a folder."""
+    out = subprocess.run(["git", "-C", str(REPO), "check-ignore", "--no-index", "-v", ".venv"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
