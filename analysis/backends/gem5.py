@@ -55,7 +55,7 @@ STATS = {
 }
 HOST_STATS = ("hostSeconds", "hostInstRate", "simInsts")
 FULL, SAMPLED = gem5_sampled.FULL, gem5_sampled.SAMPLED
-# Measured on gem5 v24.0.0.1 (docs/guide/gem5.md, "Sampled cycles: refused"): after the CPU
+# Measured on gem5 v24.0.0.1 (docs/guide/gem5.md, "Sampled cycles"): after the CPU
 # switches of a sampled run, the gather/scatter and reduction kernels fail their own check;
 # cycles that come from wrong work are not a figure.
 SAMPLED_REFUSED = ("gem5: mode sampled is refused: on gem5 v24.0.0.1 switching between the atomic and the O3 "
