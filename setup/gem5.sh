@@ -11,7 +11,14 @@
 #   GEM5_SRC=DIR       a gem5 source tree to build from (offline, tests); a git checkout must be
 #                      at the pinned commit, a plain tree must say the pinned version
 #   GEM5_VERSION=TAG   the version to build; only the pinned one is known
+#   GEM5_PATCH=F       the patch applied to the source (tests; default: the repository's
+#                      setup/patches/gem5-VERSION-sve-switch.patch)
 #   HARNESS_CACHE=DIR  cache root (default ${XDG_CACHE_HOME:-~/.cache}/sve-harness)
+#
+# The source is patched (setup/patches/gem5-VERSION-sve-switch.patch): gem5's CPU switch drops
+# the SVE predicate registers, which the sampled cycle mode's switches need. The stamp names the
+# patch's checksum, so a build of the unpatched source, or of another patch, is rebuilt (only
+# the changed files; about 10 minutes) and --path does not answer for it.
 #
 # Called by `setup/install.sh --with-gem5` after it installed the Debian build dependencies
 # with its no-removal rule. Why RUBY=n and gem5.fast: the harness uses classic caches only,
@@ -41,22 +48,32 @@ SRC="$DIR/src"
 BIN="$SRC/build/ARMNR/gem5.fast"
 STAMP="$DIR/installed"
 LOG="$DIR/build.log"
+PATCH="${GEM5_PATCH:-$(cd "$(dirname "$0")" && pwd)/patches/gem5-$VERSION-sve-switch.patch}"
+[[ -f "$PATCH" ]] || bad "the gem5 patch $PATCH is missing; restore it from git"
+BUILD_ID="$PINNED_COMMIT+patch-$(sha256sum "$PATCH" | cut -c1-16)"
 
 # --path answers "is it there" (rc 1 when not: a caller that trusted a path of nothing built
 # would run a binary that does not exist); --where is for messages that say where it will go.
 if [[ "${1:-}" == --path ]]; then
-    [[ -x "$BIN" && -f "$STAMP" ]] && { echo "$BIN"; exit 0; }
-    echo "$ME: gem5 $VERSION is not built (it would be $BIN; fix: ./harness setup --with-gem5)" >&2
-    exit 1
+    [[ -x "$BIN" && -f "$STAMP" ]] \
+        || { echo "$ME: gem5 $VERSION is not built (it would be $BIN; fix: ./harness setup --with-gem5)" >&2; exit 1; }
+    grep -qx "commit=$BUILD_ID" "$STAMP" \
+        || { echo "$ME: gem5 $VERSION at $BIN was built without the harness's current patch (fix: ./harness setup --with-gem5; it rebuilds what the patch changes)" >&2; exit 1; }
+    echo "$BIN"; exit 0
 fi
 if [[ "${1:-}" == --where ]]; then echo "$BIN"; exit 0; fi
 [[ $# -eq 0 ]] || bad "unknown option '$1'; usage: $ME [--path | --where]"
 
 # A second call does nothing: the stamp names the commit and the binary's checksum.
-if [[ -x "$BIN" ]] && stamp_current "$BIN" "$STAMP" "$PINNED_COMMIT"; then
+if [[ -x "$BIN" ]] && stamp_current "$BIN" "$STAMP" "$BUILD_ID"; then
     say "gem5 $VERSION is built: $BIN"
     exit 0
 fi
+
+# The patch must be the one for this commit (gem5's pin moved without it: refused).
+base=$(sed -n 's/^Base-commit: \([0-9a-f]\{40\}\)$/\1/p' "$PATCH" | head -n 1)
+[[ "$base" == "$PINNED_COMMIT" ]] \
+    || bad "refusing $PATCH: it was made against gem5 commit ${base:-(no Base-commit line)}, not $VERSION ($PINNED_COMMIT); remake it with git diff in a checkout of $PINNED_COMMIT"
 
 # Bad input (disk, a given source) is refused before the build tools are looked for, so a
 # machine that never ran --with-gem5 gets the refusal that names the input.
@@ -97,8 +114,36 @@ if [[ ! -f "$SRC/SConstruct" ]]; then
     fi
 fi
 
+# Patch the cache's copy (never GEM5_SRC itself). Applied already (a resumed or earlier build):
+# nothing to do; neither applied nor applicable: refused before scons starts.
+# The ceiling keeps git from taking a repository above a plain source tree for the tree's own
+# (it would then apply the paths relative to that repository, or skip them).
+export GIT_CEILING_DIRECTORIES="$(dirname "$SRC")"
+# A copy of what was applied: a changed patch (a new version of the harness) first takes the old
+# one out, or the new one would meet a source it no longer fits.
+APPLIED="$DIR/applied.patch"
+if [[ -f "$APPLIED" ]] && ! cmp -s "$APPLIED" "$PATCH"; then
+    (cd "$SRC" && git apply --reverse "$APPLIED") >/dev/null 2>&1 \
+        || die "cannot take the earlier patch $APPLIED out of $SRC; remove $SRC to start from a fresh clone"
+    rm -f "$APPLIED"
+    say "took the earlier patch out of the source"
+fi
+if (cd "$SRC" && git apply --reverse --check "$PATCH") >/dev/null 2>&1; then
+    say "the source is patched already ($(basename "$PATCH"))"
+elif out=$(cd "$SRC" && git apply --check "$PATCH" 2>&1); then
+    (cd "$SRC" && git apply "$PATCH") || die "applying $PATCH to $SRC failed"
+    say "patched the source: $(basename "$PATCH")"
+else
+    die "refusing $PATCH: it does not apply to $SRC (git apply --check: $(head -n 1 <<<"$out")); remove $SRC to start from a fresh clone"
+fi
+cp "$PATCH" "$APPLIED"
+
 jobs=$(nproc)
-say "building gem5 $VERSION (ARM, RUBY=n, gem5.fast, $jobs jobs; about 80 minutes on 2 cores); log: $LOG"
+if [[ -d "$SRC/build/ARMNR" ]]; then
+    say "updating the gem5 $VERSION build (only what changed since it stopped or was patched); log: $LOG"
+else
+    say "building gem5 $VERSION (ARM, RUBY=n, gem5.fast, $jobs jobs; about 80 minutes on 2 cores); log: $LOG"
+fi
 opts="$DIR/ARMNR.opts"
 printf 'BUILD_ISA=y\nUSE_ARM_ISA=y\nRUBY=n\n' >"$opts"
 # A resumed build keeps its configuration: re-running defconfig rewrites the config header
@@ -114,6 +159,6 @@ if ! (cd "$SRC" && "${configure[@]}" && \
 fi
 [[ -x "$BIN" ]] || die "the gem5 build ended without $BIN; see $LOG"
 "$BIN" --help >/dev/null 2>&1 || die "$BIN was built but does not run; see $LOG"
-printf 'version=%s\ncommit=%s\nsha256=%s\n' "$VERSION" "$PINNED_COMMIT" \
+printf 'version=%s\ncommit=%s\nsha256=%s\n' "$VERSION" "$BUILD_ID" \
     "$(sha256sum "$BIN" | cut -d' ' -f1)" >"$STAMP"
 say "gem5 $VERSION is built: $BIN"

@@ -19,6 +19,9 @@ from conftest import REPO, path_without
 GEM5_SH = REPO / "setup" / "gem5.sh"
 VERSION = "v24.0.0.1"
 COMMIT = "b1a44b89c7bae73fae2dc547bc1f871452075b85"
+PATCH = REPO / "setup" / "patches" / f"gem5-{VERSION}-sve-switch.patch"
+# What the stamp of a build of the patched source names.
+BUILD_ID = f"{COMMIT}+patch-{hashlib.sha256(PATCH.read_bytes()).hexdigest()[:16]}"
 
 
 def _exe(path: Path, text: str) -> Path:
@@ -44,11 +47,27 @@ def run(env: dict[str, str], *args: str, **extra: str) -> subprocess.CompletedPr
     return subprocess.run([str(GEM5_SH), *args], capture_output=True, text=True, env={**env, **extra}, timeout=60)
 
 
+def unpatched_lines(patch: Path) -> dict[str, list[str]]:
+    """Each file the patch changes, as the lines its hunks expect before the change."""
+    files: dict[str, list[str]] = {}
+    name = ""
+    for line in patch.read_text().splitlines():
+        if line.startswith("--- a/"):
+            name = line[len("--- a/"):]
+            files[name] = []
+        elif name and line.startswith((" ", "-")) and not line.startswith("---"):
+            files[name].append(line[1:])
+    return files
+
+
 def plain_source(root: Path, version: str = VERSION[1:]) -> Path:
-    """A gem5-shaped tree (not a git checkout) that says the pinned version."""
+    """A gem5-shaped tree (not a git checkout) that says the pinned version and takes the patch."""
     (root / "src" / "base").mkdir(parents=True)
     (root / "SConstruct").write_text("Exit(1)\n")
     (root / "src" / "base" / "version.cc").write_text(f'const char *gem5Version = "{version}";\n')
+    for name, lines in unpatched_lines(PATCH).items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("\n".join(lines) + "\n")
     return root
 
 
@@ -65,12 +84,21 @@ def test_where_is_under_the_cache_and_path_says_not_built_until_it_is(env: dict[
                            "fix: ./harness setup --with-gem5)\n")
     _exe(binary, "#!/bin/sh\n")  # a build that stopped before its stamp is not built either
     assert run(env, "--path").returncode == 1
-    (binary.parents[3] / "installed").write_text("version\n")
+    # A build of the unpatched source (every build before the patch) loses the SVE predicates
+    # at a CPU switch: --path does not answer for it.
+    stamp = binary.parents[3] / "installed"
+    stamp.write_text(f"version={VERSION}\ncommit={COMMIT}\n")
+    proc = run(env, "--path")
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (f"setup/gem5.sh: gem5 {VERSION} at {binary} was built without the harness's current "
+                           "patch (fix: ./harness setup --with-gem5; it rebuilds what the patch changes)\n")
+    stamp.write_text(f"version={VERSION}\ncommit={BUILD_ID}\n")
     proc = run(env, "--path")
     assert (proc.returncode, proc.stdout) == (0, f"{binary}\n")
 
 
-@pytest.mark.parametrize("case", ["unknown version", "not enough disk", "source at another commit", "not gem5"])
+@pytest.mark.parametrize("case", ["unknown version", "not enough disk", "source at another commit", "not gem5",
+                                  "patch of another commit", "patch missing"])
 def test_bad_input_exits_2_in_one_line_creating_nothing(env: dict[str, str], tmp_path: Path, case: str) -> None:
     extra: dict[str, str] = {}
     if case == "unknown version":
@@ -85,9 +113,15 @@ def test_bad_input_exits_2_in_one_line_creating_nothing(env: dict[str, str], tmp
         subprocess.run([*git, "commit", "-qm", "other"], check=True)
         have = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
         extra, expect = {"GEM5_SRC": str(src)}, f"is at commit {have}, not {VERSION} ({COMMIT}); check out {VERSION}"
-    else:
+    elif case == "not gem5":
         src = plain_source(tmp_path / "src", version="23.1.0.0")
         extra, expect = {"GEM5_SRC": str(src)}, f"is not gem5 {VERSION}"
+    elif case == "patch of another commit":
+        other = tmp_path / "other.patch"
+        other.write_text(PATCH.read_text().replace(f"Base-commit: {COMMIT}", "Base-commit: " + "0" * 40))
+        extra, expect = {"GEM5_PATCH": str(other)}, f"it was made against gem5 commit {'0' * 40}, not {VERSION}"
+    else:
+        extra, expect = {"GEM5_PATCH": str(tmp_path / "gone.patch")}, "gone.patch is missing; restore it from git"
     # Without gem5's build tools (a machine that never ran --with-gem5): bad input needs none.
     bare = path_without(tmp_path / "bare", "scons", "g++", "m4", "python3-config")
     proc = run(env, PATH=bare, **extra)
@@ -107,12 +141,51 @@ def test_failed_build_names_its_log_in_one_line(env: dict[str, str], tmp_path: P
     assert not (log.parent / "installed").exists()
 
 
+def test_the_source_is_patched_once_and_a_source_that_refuses_the_patch_is_not_built(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """The patch (SVE predicates across a CPU switch) goes into the cache's copy, once: a resumed
+    build finds it applied; the given source is left as it was; a tree it does not apply to is
+    refused before scons, in one line."""
+    src = plain_source(tmp_path / "src")
+    before = {p: p.read_text() for p in src.rglob("*") if p.is_file()}
+    cached = Path(env["HARNESS_CACHE"]) / f"gem5-{VERSION}" / "src"
+    proc = run(env, GEM5_SRC=str(src))
+    assert "setup/gem5.sh: patched the source: " + PATCH.name in proc.stderr.splitlines()
+    isa = (cached / "src/arch/arm/isa.cc").read_text()
+    assert "for (auto &id: vecPredRegClass) {" in isa
+    assert {p: p.read_text() for p in src.rglob("*") if p.is_file()} == before
+    proc = run(env, GEM5_SRC=str(src))  # the cache's source is kept: a resumed build
+    assert f"setup/gem5.sh: the source is patched already ({PATCH.name})" in proc.stderr.splitlines()
+    assert (cached / "src/arch/arm/isa.cc").read_text() == isa
+    # A new version of the patch (here: one more line) replaces the one applied, not refused.
+    newer = tmp_path / "newer.patch"
+    newer.write_text(PATCH.read_text().replace("+    ArmISA::VecPredRegContainer pc;\n",
+                                               "+    ArmISA::VecPredRegContainer pc;\n+    // newer\n")
+                     .replace("@@ -208,6 +208,14 @@", "@@ -208,6 +208,15 @@"))
+    proc = run(env, GEM5_SRC=str(src), GEM5_PATCH=str(newer))
+    assert proc.stderr.splitlines()[:2] == ["setup/gem5.sh: took the earlier patch out of the source",
+                                            "setup/gem5.sh: patched the source: newer.patch"], proc.stderr
+    assert (cached / "src/arch/arm/isa.cc").read_text().count("// newer") == 1
+    proc = run(env, GEM5_SRC=str(src))  # and back
+    assert "setup/gem5.sh: patched the source: " + PATCH.name in proc.stderr.splitlines()
+    assert (cached / "src/arch/arm/isa.cc").read_text() == isa
+    # A tree the patch does not fit: scons (the stub records its start) never runs.
+    (cached / "src/arch/arm/isa.cc").write_text("// another gem5\n")
+    marker = tmp_path / "scons-ran"
+    _exe(Path(env["PATH"].split(":")[0]) / "scons", f"#!/bin/sh\ntouch {marker}\nexit 2\n")
+    proc = run(env, GEM5_SRC=str(src))
+    assert proc.returncode == 1
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(f"setup/gem5.sh: refusing {PATCH}: it does not apply to {cached} ")
+    assert not marker.exists()
+
+
 def test_second_call_does_nothing_when_the_stamp_matches(env: dict[str, str]) -> None:
     binary = Path(run(env, "--where").stdout.strip())
     _exe(binary, "#!/bin/sh\nexit 0\n")
     sha = hashlib.sha256(binary.read_bytes()).hexdigest()
     stamp = binary.parents[3] / "installed"
-    stamp.write_text(f"version={VERSION}\ncommit={COMMIT}\nsha256={sha}\n")
+    stamp.write_text(f"version={VERSION}\ncommit={BUILD_ID}\nsha256={sha}\n")
     before = sorted(p.relative_to(binary.parents[3]) for p in binary.parents[3].rglob("*"))
     # No build tool is reachable: a second call must not need one.
     proc = run(env, PATH="/usr/bin:/bin", GEM5_SRC="/nonexistent")
@@ -136,7 +209,14 @@ def test_sweeps_find_gem5_in_order_env_config_cache(env: dict[str, str], tmp_pat
     assert f"gem5 is not built at {cached}" in gem5.skipped_message(sweep)
     assert "./harness setup --with-gem5" in gem5.skipped_message(sweep)
     _exe(cached, "#!/bin/sh\n")
-    (cached.parents[3] / "installed").write_text("version\n")
+    # Built before the patch: the cycle sweep is skipped, saying why and what rebuilds it.
+    (cached.parents[3] / "installed").write_text(f"version={VERSION}\ncommit={COMMIT}\n")
+    assert gem5.find_gem5(sweep) is None
+    assert gem5.skipped_message(sweep) == (
+        f"gem5: cycle sweep skipped (gem5 at {cached} was built without the harness's current patch, "
+        "setup/patches/); to run it, ./harness setup --with-gem5 rebuilds what the patch changes (about a minute "
+        "on 2 cores)")
+    (cached.parents[3] / "installed").write_text(f"version={VERSION}\ncommit={BUILD_ID}\n")
     assert gem5.find_gem5(sweep) == cached
     configured = _exe(tmp_path / "configured" / "gem5.fast", "#!/bin/sh\n")
     sweep.gem5 = dataclasses.replace(sweep.gem5, binary=str(configured))
