@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import functools
 import os
 import random
 import subprocess
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -37,10 +40,36 @@ OTHER_MARKER_BUILDS = ("vla", "vls512")
 COLLECTED = pytest.StashKey[list[pytest.Item]]()
 
 
+# Under pytest-xdist (./harness test runs a worker per core) the workers share the repository's
+# Snakemake state: its locks in .snakemake/locks, and the Snakemakes running in the tree, which a
+# command looks for before it takes over a lock. A test marked `exclusive` reads or writes that
+# state (or times something) and runs alone: it holds the file named here exclusively, every other
+# test holds it shared, from the setup of its fixtures to their teardown.
+STATE_LOCK_ENV = "HARNESS_TEST_STATE_LOCK"
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """The markers of tests/markers.py (pytest.ini makes any other one an error)."""
+    """The markers of tests/markers.py (pytest.ini makes any other one an error); on xdist's
+    controller, the workers' shared lock file (inherited by the workers it starts)."""
     for name, text in markers.MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses"):
+        os.environ[STATE_LOCK_ENV] = str(Path(tempfile.mkdtemp(prefix="sve-harness-tests-")) / "state.lock")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and STATE_LOCK_ENV in os.environ:
+        shutil.rmtree(Path(os.environ.pop(STATE_LOCK_ENV)).parent, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    path = os.environ.get(STATE_LOCK_ENV) if hasattr(item.config, "workerinput") else None
+    if path is None:
+        return (yield)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if item.get_closest_marker(markers.EXCLUSIVE) else fcntl.LOCK_SH)
+        return (yield)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

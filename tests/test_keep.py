@@ -156,6 +156,7 @@ def test_a_dead_holders_results_lock_is_taken_over_with_one_line(tmp_path: Path)
     assert keep.ResultsLock(tmp_path).acquire("again") is None  # released cleanly: nothing to take over
 
 
+@pytest.mark.exclusive
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_end_the_jobs_and_release_everything(tmp_path: Path, work: Path, signum: int) -> None:
@@ -179,6 +180,7 @@ def test_sigterm_and_sighup_end_the_jobs_and_release_everything(tmp_path: Path, 
     assert len(kept) == 1 and kept[0].read_text() == "previous\n"
 
 
+@pytest.mark.exclusive
 @pytest.mark.slow
 def test_a_killed_command_takes_its_snakemake_down(tmp_path: Path, work: Path) -> None:
     """SIGKILL runs no handler: the kernel hands Snakemake a SIGINT, so it starts no new job,

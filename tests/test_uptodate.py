@@ -105,6 +105,7 @@ def own(tmp_path_factory: pytest.TempPathFactory, work: Path) -> Path:
     return root
 
 
+@pytest.mark.exclusive  # no other test's Snakemake may write a log meanwhile
 @pytest.mark.slow
 def test_a_rerun_with_nothing_changed_starts_no_snakemake_and_writes_nothing(own: Path, work: Path) -> None:
     """Before: every re-run started Snakemake (1.1-1.2 s before it reads the workflow) and
@@ -281,6 +282,7 @@ def test_a_folder_another_command_holds_is_refused_as_before(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.exclusive
 @pytest.mark.slow
 def test_a_snakemake_lock_in_the_tree_goes_to_snakemake(own: Path) -> None:
     """Another Snakemake may be writing the shared build folder; a stale lock is taken over by
@@ -288,11 +290,31 @@ def test_a_snakemake_lock_in_the_tree_goes_to_snakemake(own: Path) -> None:
     settled(own)
     locks = REPO / ".snakemake" / "locks"
     locks.mkdir(parents=True, exist_ok=True)
-    (locks / "0.input.lock").write_text(f"{own / 'nothing'}\n")
+    (locks / "0.output.lock").write_text(f"{own / 'results' / 'counts.csv'}\n")
     proc = sweep(own)
     fell_through(own, proc)
     assert "took over the Snakemake lock" in proc.stderr
     assert answered(own, sweep(own))
+
+
+@pytest.mark.exclusive
+@pytest.mark.slow
+def test_a_lock_of_another_sweeps_folders_is_none_of_its_business(own: Path, work: Path, tmp_path: Path) -> None:
+    """Before: any lock in the tree (another sweep running into its own folders) made every
+    up-to-date sweep of the clone go to Snakemake. One naming the shared build folder still does."""
+    settled(own)
+    locks = REPO / ".snakemake" / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    try:
+        (locks / "0.output.lock").write_text(f"{tmp_path / 'results' / 'counts.csv'}\nkernels/x.c\n")
+        assert answered(own, sweep(own))
+        (locks / "1.input.lock").write_text(f"{own / 'other'}\n{own.parent / 'build' / 'gcc' / 'x.o'}\n")
+        assert answered(own, sweep(own))
+        (locks / "1.input.lock").write_text(f"{work / 'build' / 'gcc' / 'vla' / 'bin' / 'x'}\n")
+        assert not answered(own, sweep(own))
+    finally:
+        shutil.rmtree(locks, ignore_errors=True)
+    settled(own)
 
 
 @pytest.mark.slow

@@ -146,11 +146,14 @@ def snakemake_logs() -> set[Path]:
 
 
 def keep_full_log(before: set[Path], results_dir: Path) -> Path | None:
-    """Copy the log Snakemake wrote for this run (the newest one that was not there before)
+    """Copy the log Snakemake wrote for this run (the newest one that was not there before;
+    when another sweep of the clone ran meanwhile, the newest that names this results folder)
     to results/logs/snakemake.log, beside the jobs' own logs."""
     new = sorted(snakemake_logs() - before, key=lambda p: p.stat().st_mtime)
     if not new:
         return None
+    if len(new) > 1:
+        new = [p for p in new if str(results_dir) in p.read_text(errors="replace")] or new
     dest = results_dir / "logs" / "snakemake.log"
     files.write_atomic(dest, lambda tmp: shutil.copyfile(new[-1], tmp))
     return dest
