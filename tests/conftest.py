@@ -46,6 +46,9 @@ COLLECTED = pytest.StashKey[list[pytest.Item]]()
 # state (or times something) and runs alone: it holds the file named here exclusively, every other
 # test holds it shared, from the setup of its fixtures to their teardown.
 STATE_LOCK_ENV = "HARNESS_TEST_STATE_LOCK"
+# The folder of that file, made by this process (the controller) and removed by it alone: a test
+# that runs pytest inherits the variable, and its own session must not remove the file.
+STATE_DIR = pytest.StashKey[Path]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -54,12 +57,13 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, text in markers.MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses"):
-        os.environ[STATE_LOCK_ENV] = str(Path(tempfile.mkdtemp(prefix="sve-harness-tests-")) / "state.lock")
+        config.stash[STATE_DIR] = Path(tempfile.mkdtemp(prefix="sve-harness-tests-"))
+        os.environ[STATE_LOCK_ENV] = str(config.stash[STATE_DIR] / "state.lock")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if not hasattr(config, "workerinput") and STATE_LOCK_ENV in os.environ:
-        shutil.rmtree(Path(os.environ.pop(STATE_LOCK_ENV)).parent, ignore_errors=True)
+    if STATE_DIR in config.stash:
+        shutil.rmtree(config.stash[STATE_DIR], ignore_errors=True)
 
 
 @pytest.hookimpl(wrapper=True)
