@@ -1,9 +1,11 @@
 """Shared fixtures: one build tree for the whole session, built through the workflow itself."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import functools
+import json
 import os
 import random
 import subprocess
@@ -150,26 +152,33 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("work")
 
 
-@pytest.fixture(scope="session")
-def tiny_sweep(work: Path) -> tuple[Path, subprocess.CompletedProcess]:
-    """The tiny sweep (configs/tiny.yaml) through the command line, once per session, into a
-    results directory of its own on the session's build tree: (results directory, the sweep's
-    process). test_workflow checks the run, test_reliability and test_report read what it wrote
-    (and copy what they break)."""
-    results = work / "tiny-results"
-    proc = subprocess.run([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(REPO / "configs" / "tiny.yaml"),
-                           "--cores", "2", "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}"],
-                          cwd=REPO, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return results, proc
+def run_root(factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder of the whole run: under pytest-xdist each worker is a session of its
+    own with a folder of its own (popen-gwN) inside it, which every worker sees."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def kernels_tree_lock(build_dir: Path) -> Iterator[None]:
+    """Held around every Snakemake (and ./harness command) that may write the kernels' build tree
+    all workers share (`all_sweep`'s build_dir): two Snakemakes writing the same files refuse each
+    other, and a worker must not read a binary another one is still linking."""
+    with open(build_dir.parent / "build.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="session")
-def all_sweep(work: Path) -> config.Sweep:
-    """Every static kernel of the table. The MPI rows need the arm64 Open MPI (./harness setup
-    --with-mpi), which the default suite must not require: tests/test_mpi.py covers them. Host-only
-    rows (host_isa: x86-64 intrinsics) are never cross-built: tests/test_beyond.py builds them."""
-    sweep = config.load(ALL, {"build_dir": str(work / "build"), "results_dir": str(work / "results")})
+def all_sweep(tmp_path_factory: pytest.TempPathFactory, work: Path) -> config.Sweep:
+    """Every static kernel of the table, built (by `binaries`) into one tree for the whole run:
+    each xdist worker building it again was a minute of CPU. The MPI rows need the arm64 Open MPI
+    (./harness setup --with-mpi), which the default suite must not require: tests/test_mpi.py
+    covers them. Host-only rows (host_isa: x86-64 intrinsics) are never cross-built:
+    tests/test_beyond.py builds them."""
+    shared = run_root(tmp_path_factory) / "kernels"
+    shared.mkdir(exist_ok=True)
+    sweep = config.load(ALL, {"build_dir": str(shared / "build"), "results_dir": str(work / "results")})
     fams = sweep.table.families
     sweep.table = dataclasses.replace(sweep.table, rows=tuple(r for r in sweep.table.rows
                                                               if not fams[r.family].mpi and not r.host_isa))
@@ -177,22 +186,47 @@ def all_sweep(work: Path) -> config.Sweep:
 
 
 @pytest.fixture(scope="session")
-def binaries(work: Path, all_sweep: config.Sweep) -> Callable[..., Path]:
-    """Build every kernel (VLA and each VLS build) and the plugins; the ArmIE and gem5 marker
-    objects are linked for the VLA and VLS-512 builds only, the ones the tests read."""
+def binaries(all_sweep: config.Sweep) -> Callable[..., Path]:
+    """Build every kernel (VLA and each VLS build) and the plugins, once per run (the other
+    workers find it built); the ArmIE and gem5 marker objects are linked for the VLA and VLS-512
+    builds only, the ones the tests read."""
     bd = all_sweep.build_dir
     targets = [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
     for row in all_sweep.table.rows:
         for b in all_sweep.builds():
             for backend in ("qemu", "armie", "gem5") if b in OTHER_MARKER_BUILDS else ("qemu",):
                 targets.append(str(build.binary_path(bd, "gcc", b, backend, row.name)))
-    proc = snakemake(ALL, bd, all_sweep.results_dir, targets)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    built = bd.parent / "binaries.built"  # written after the build succeeded, in this run's folder
+    with kernels_tree_lock(bd):
+        if not built.exists():
+            proc = snakemake(ALL, bd, all_sweep.results_dir, targets)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            built.write_text("")
 
     def get(kernel: str, variant: str, build_name: str = "vla", backend: str = "qemu") -> Path:
         return build.binary_path(bd, "gcc", build_name, backend, f"{kernel}-{variant}")
 
     return get
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(all_sweep: config.Sweep) -> tuple[Path, subprocess.CompletedProcess]:
+    """The tiny sweep (configs/tiny.yaml) through the command line, once per run (the first
+    worker that needs it runs it, the others read what it printed), into a results directory of
+    its own on the kernels' shared build tree: (results directory, the sweep's process).
+    test_workflow checks the run, test_reliability and test_report read what it wrote (and copy
+    what they break)."""
+    bd = all_sweep.build_dir
+    results, printed = bd.parent / "tiny-results", bd.parent / "tiny-sweep.json"
+    with kernels_tree_lock(bd):
+        if not printed.exists():
+            args = [PY, "-m", "analysis.commands.cli", "sweep", "--config", str(REPO / "configs" / "tiny.yaml"),
+                    "--cores", "2", "--set", f"results_dir={results}", "--set", f"build_dir={bd}"]
+            done = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+            printed.write_text(json.dumps({"args": args, "stdout": done.stdout, "stderr": done.stderr}))
+    record = json.loads(printed.read_text())
+    return results, subprocess.CompletedProcess(record["args"], 0, record["stdout"], record["stderr"])
 
 
 @pytest.fixture(scope="session")
