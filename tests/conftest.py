@@ -95,6 +95,20 @@ def missing_part(marker: str) -> str | None:
     return markers.PROBES[marker]()
 
 
+# The files that take the most CPU, the heaviest first (as measured: docs/guide/tests.md, "Time").
+# ./harness test hands each worker a file at a time in collection order (--dist loadfile
+# --no-loadscope-reorder; xdist's own order is by number of tests): the heavy files start
+# first, so that the run ends on short files with both workers busy, not on one long file with
+# the other worker idle. test_kernels builds every kernel, which the next ones wait for.
+HEAVY_FIRST = ("test_kernels.py", "test_uptodate.py", "test_keep.py", "test_mpi.py", "test_reliability.py",
+               "test_bench.py", "test_own_kernel.py", "test_build.py", "test_mpi5.py", "test_counts.py")
+
+
+def heavy_rank(name: str) -> int:
+    """A test file's place in HEAVY_FIRST; every other file after them, in collection order."""
+    return HEAVY_FIRST.index(name) if name in HEAVY_FIRST else len(HEAVY_FIRST)
+
+
 # First among the hooks, so that it sees every collected test (the -m and -k deselection is a
 # hook of its own that runs after it).
 @pytest.hookimpl(tryfirst=True)
@@ -108,6 +122,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=why))
     seed = config.getoption("--shuffle")
     if seed is None:
+        items.sort(key=lambda item: heavy_rank(item.path.name))  # stable: each file's order kept
         return
     rng = random.Random(seed)
     by_file: dict[str, list[pytest.Item]] = {}

@@ -84,9 +84,11 @@ def workers() -> list[str]:
     """pytest-xdist's options: a worker per core, each test file on one worker (its module's
     fixtures, a sweep or a local Slurm, are made once). Most of the suite waits on Snakemake's
     start and on one QEMU at a time, so one process left a core idle. A user's -n 0 after these
-    runs the suite in one process (pytest keeps the last -n)."""
+    runs the suite in one process (pytest keeps the last -n). The files go out in collection
+    order, which tests/conftest.py makes the heaviest first (xdist's own order is by number of
+    tests, which left the longest file to the end)."""
     cores = len(os.sched_getaffinity(0))
-    return ["-n", str(cores), "--dist", "loadfile"] if cores > 1 else []
+    return ["-n", str(cores), "--dist", "loadfile", "--no-loadscope-reorder"] if cores > 1 else []
 
 
 def cmd_test(ns: argparse.Namespace) -> int:
