@@ -118,6 +118,7 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "good": (SLOW,),
     # test_kernels.py
     "checksums": (SLOW,),
+    "family_objects": (SLOW,),
     # test_mpi.py
     "mpi_sweep": (),
     "mpi_bin": (SLOW, "needs_mpi"),
