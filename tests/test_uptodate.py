@@ -10,7 +10,7 @@ Each kind of change that Snakemake must see is swept end to end once (an edited 
 file, table or raw file, a target, a Snakemake lock, a failed run, a dry run): the command goes
 to Snakemake, which does the work, and the same command is then answered. Where a test asks
 only what the check decides (a link, an override, a variable, a tool, a profile, another
-sweep's lock), it asks `uptodate.answer` in this process, as cli asks it first thing, and
+sweep's lock), it asks the check in this process (`answers`), as cli asks it first thing, and
 writes the record as a sweep that finished writes it (`recorded`); it puts the record and
 what it changed back as they were, which the command then answers again. A Snakemake start
 and the command around it cost 4 to 8 CPU seconds; the check costs a tenth of one.
