@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from analysis.commands import cli, keep, uptodate, watched
-from analysis.commands.sweep import sweep_command
+from analysis.commands.sweep import cmd_sweep, sweep_command
 from analysis.core import config, table
 from conftest import PY, REPO, path_without
 
@@ -429,6 +429,32 @@ def test_a_dry_run_neither_answers_nor_writes_a_record(own: Path) -> None:
     assert not record.exists()
     record.write_bytes(kept)
     assert answered(own, sweep(own))  # the dry runs wrote nothing the record watches
+
+
+def test_a_dry_run_keeps_no_log_of_another_snakemake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A dry run writes no Snakemake log (Snakemake logs to a file only when it runs jobs), so a
+    log new in .snakemake/log is another Snakemake's of the clone, here one that wrote its log
+    while the dry run ran. The dry run copied it to its own results/logs/snakemake.log: a command
+    that writes nothing wrote into its results folder, and the up-to-date record no longer
+    answered (test_a_dry_run_neither_answers_nor_writes_a_record failed whenever the other xdist
+    worker's Snakemake finished meanwhile)."""
+    logs = tmp_path / "log"
+    logs.mkdir()
+    monkeypatch.setattr("analysis.commands.sweep.SNAKEMAKE_LOGS", logs)
+
+    def another_snakemake_logs_meanwhile(cmd: list[str], **kwargs: object) -> int:
+        assert "--dry-run" in cmd
+        (logs / "2026-11-26T141014.123456.snakemake.log").write_text("another sweep's Snakemake\n")
+        return 0
+
+    monkeypatch.setattr("analysis.commands.guard.run", another_snakemake_logs_meanwhile)
+    results = tmp_path / "results"
+    ns = cli.parse_args(["sweep", "--config", str(REPO / "configs" / "tiny.yaml"), "--set", f"results_dir={results}",
+                         "--set", f"build_dir={tmp_path / 'build'}", "--", "--dry-run"])
+    assert cmd_sweep(ns) == 0
+    assert "full log" not in capsys.readouterr().out
+    assert not results.exists()
 
 
 def test_a_command_that_takes_the_folder_removes_the_record_first(tmp_path: Path) -> None:
