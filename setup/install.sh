@@ -225,8 +225,9 @@ for line in open(sys.argv[1], encoding="utf-8"):
     name = name.split("[", 1)[0].strip()
     try:
         have = md.version(name)
-    except md.PackageNotFoundError:
-        print(f"{name}: not installed, {sys.argv[1].rsplit('/', 1)[-1]} pins {want}")
+    except md.PackageNotFoundError:  # broken: pip installs it with the others
+        print(f"{name}=={want.strip()}" if mode == "broken" else
+              f"{name}: not installed, {sys.argv[1].rsplit('/', 1)[-1]} pins {want}")
         bad = 1
         continue
     if have != want.strip():

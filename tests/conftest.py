@@ -1,12 +1,17 @@
 """Shared fixtures: one build tree for the whole session, built through the workflow itself."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import functools
+import json
 import os
 import random
 import subprocess
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -37,10 +42,40 @@ OTHER_MARKER_BUILDS = ("vla", "vls512")
 COLLECTED = pytest.StashKey[list[pytest.Item]]()
 
 
+# Under pytest-xdist (./harness test runs a worker per core) the workers share the repository's
+# Snakemake state: its locks in .snakemake/locks, and the Snakemakes running in the tree, which a
+# command looks for before it takes over a lock. A test marked `exclusive` reads or writes that
+# state (or times something) and runs alone: it holds the file named here exclusively, every other
+# test holds it shared, from the setup of its fixtures to their teardown.
+STATE_LOCK_ENV = "HARNESS_TEST_STATE_LOCK"
+# The folder of that file, made by this process (the controller) and removed by it alone: a test
+# that runs pytest inherits the variable, and its own session must not remove the file.
+STATE_DIR = pytest.StashKey[Path]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """The markers of tests/markers.py (pytest.ini makes any other one an error)."""
+    """The markers of tests/markers.py (pytest.ini makes any other one an error); on xdist's
+    controller, the workers' shared lock file (inherited by the workers it starts)."""
     for name, text in markers.MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses"):
+        config.stash[STATE_DIR] = Path(tempfile.mkdtemp(prefix="sve-harness-tests-"))
+        os.environ[STATE_LOCK_ENV] = str(config.stash[STATE_DIR] / "state.lock")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if STATE_DIR in config.stash:
+        shutil.rmtree(config.stash[STATE_DIR], ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    path = os.environ.get(STATE_LOCK_ENV) if hasattr(item.config, "workerinput") else None
+    if path is None:
+        return (yield)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if item.get_closest_marker(markers.EXCLUSIVE) else fcntl.LOCK_SH)
+        return (yield)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,6 +95,20 @@ def missing_part(marker: str) -> str | None:
     return markers.PROBES[marker]()
 
 
+# The files that take the most CPU, the heaviest first (as measured: docs/guide/tests.md, "Time").
+# ./harness test hands each worker a file at a time in collection order (--dist loadfile
+# --no-loadscope-reorder; xdist's own order is by number of tests): the heavy files start
+# first, so that the run ends on short files with both workers busy, not on one long file with
+# the other worker idle. test_kernels builds every kernel, which the next ones wait for.
+HEAVY_FIRST = ("test_kernels.py", "test_uptodate.py", "test_keep.py", "test_mpi.py", "test_reliability.py",
+               "test_bench.py", "test_own_kernel.py", "test_build.py", "test_mpi5.py", "test_counts.py")
+
+
+def heavy_rank(name: str) -> int:
+    """A test file's place in HEAVY_FIRST; every other file after them, in collection order."""
+    return HEAVY_FIRST.index(name) if name in HEAVY_FIRST else len(HEAVY_FIRST)
+
+
 # First among the hooks, so that it sees every collected test (the -m and -k deselection is a
 # hook of its own that runs after it).
 @pytest.hookimpl(tryfirst=True)
@@ -73,6 +122,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=why))
     seed = config.getoption("--shuffle")
     if seed is None:
+        items.sort(key=lambda item: heavy_rank(item.path.name))  # stable: each file's order kept
         return
     rng = random.Random(seed)
     by_file: dict[str, list[pytest.Item]] = {}
@@ -117,26 +167,33 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("work")
 
 
-@pytest.fixture(scope="session")
-def tiny_sweep(work: Path) -> tuple[Path, subprocess.CompletedProcess]:
-    """The tiny sweep (configs/tiny.yaml) through the command line, once per session, into a
-    results directory of its own on the session's build tree: (results directory, the sweep's
-    process). test_workflow checks the run, test_reliability and test_report read what it wrote
-    (and copy what they break)."""
-    results = work / "tiny-results"
-    proc = subprocess.run([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(REPO / "configs" / "tiny.yaml"),
-                           "--cores", "2", "--set", f"results_dir={results}", "--set", f"build_dir={work / 'build'}"],
-                          cwd=REPO, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return results, proc
+def run_root(factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder of the whole run: under pytest-xdist each worker is a session of its
+    own with a folder of its own (popen-gwN) inside it, which every worker sees."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def kernels_tree_lock(build_dir: Path) -> Iterator[None]:
+    """Held around every Snakemake (and ./harness command) that may write the kernels' build tree
+    all workers share (`all_sweep`'s build_dir): two Snakemakes writing the same files refuse each
+    other, and a worker must not read a binary another one is still linking."""
+    with open(build_dir.parent / "build.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="session")
-def all_sweep(work: Path) -> config.Sweep:
-    """Every static kernel of the table. The MPI rows need the arm64 Open MPI (./harness setup
-    --with-mpi), which the default suite must not require: tests/test_mpi.py covers them. Host-only
-    rows (host_isa: x86-64 intrinsics) are never cross-built: tests/test_beyond.py builds them."""
-    sweep = config.load(ALL, {"build_dir": str(work / "build"), "results_dir": str(work / "results")})
+def all_sweep(tmp_path_factory: pytest.TempPathFactory, work: Path) -> config.Sweep:
+    """Every static kernel of the table, built (by `binaries`) into one tree for the whole run:
+    each xdist worker building it again was a minute of CPU. The MPI rows need the arm64 Open MPI
+    (./harness setup --with-mpi), which the default suite must not require: tests/test_mpi.py
+    covers them. Host-only rows (host_isa: x86-64 intrinsics) are never cross-built:
+    tests/test_beyond.py builds them."""
+    shared = run_root(tmp_path_factory) / "kernels"
+    shared.mkdir(exist_ok=True)
+    sweep = config.load(ALL, {"build_dir": str(shared / "build"), "results_dir": str(work / "results")})
     fams = sweep.table.families
     sweep.table = dataclasses.replace(sweep.table, rows=tuple(r for r in sweep.table.rows
                                                               if not fams[r.family].mpi and not r.host_isa))
@@ -144,22 +201,47 @@ def all_sweep(work: Path) -> config.Sweep:
 
 
 @pytest.fixture(scope="session")
-def binaries(work: Path, all_sweep: config.Sweep) -> Callable[..., Path]:
-    """Build every kernel (VLA and each VLS build) and the plugins; the ArmIE and gem5 marker
-    objects are linked for the VLA and VLS-512 builds only, the ones the tests read."""
+def binaries(all_sweep: config.Sweep) -> Callable[..., Path]:
+    """Build every kernel (VLA and each VLS build) and the plugins, once per run (the other
+    workers find it built); the ArmIE and gem5 marker objects are linked for the VLA and VLS-512
+    builds only, the ones the tests read."""
     bd = all_sweep.build_dir
     targets = [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
     for row in all_sweep.table.rows:
         for b in all_sweep.builds():
             for backend in ("qemu", "armie", "gem5") if b in OTHER_MARKER_BUILDS else ("qemu",):
                 targets.append(str(build.binary_path(bd, "gcc", b, backend, row.name)))
-    proc = snakemake(ALL, bd, all_sweep.results_dir, targets)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    built = bd.parent / "binaries.built"  # written after the build succeeded, in this run's folder
+    with kernels_tree_lock(bd):
+        if not built.exists():
+            proc = snakemake(ALL, bd, all_sweep.results_dir, targets)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            built.write_text("")
 
     def get(kernel: str, variant: str, build_name: str = "vla", backend: str = "qemu") -> Path:
         return build.binary_path(bd, "gcc", build_name, backend, f"{kernel}-{variant}")
 
     return get
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(all_sweep: config.Sweep) -> tuple[Path, subprocess.CompletedProcess]:
+    """The tiny sweep (configs/tiny.yaml) through the command line, once per run (the first
+    worker that needs it runs it, the others read what it printed), into a results directory of
+    its own on the kernels' shared build tree: (results directory, the sweep's process).
+    test_workflow checks the run, test_reliability and test_report read what it wrote (and copy
+    what they break)."""
+    bd = all_sweep.build_dir
+    results, printed = bd.parent / "tiny-results", bd.parent / "tiny-sweep.json"
+    with kernels_tree_lock(bd):
+        if not printed.exists():
+            args = [PY, "-m", "analysis.commands.cli", "sweep", "--config", str(REPO / "configs" / "tiny.yaml"),
+                    "--cores", "2", "--set", f"results_dir={results}", "--set", f"build_dir={bd}"]
+            done = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+            printed.write_text(json.dumps({"args": args, "stdout": done.stdout, "stderr": done.stderr}))
+    record = json.loads(printed.read_text())
+    return results, subprocess.CompletedProcess(record["args"], 0, record["stdout"], record["stderr"])
 
 
 @pytest.fixture(scope="session")

@@ -26,11 +26,14 @@ from analysis.core import config, mpi
 
 TESTS = Path(__file__).resolve().parent
 SLOW = "slow"
+EXCLUSIVE = "exclusive"
 
 # Marker -> the line `pytest --markers` prints for it.
 MARKERS = {
     SLOW: "builds kernels or plugins, runs QEMU, Snakemake or a sweep, or takes more than about 2 s; "
           "./harness test --fast leaves it out",
+    EXCLUSIVE: "runs alone when the suite runs on several cores (pytest-xdist): it reads or writes the "
+               "repository's Snakemake state (its locks, the Snakemakes running in the tree) or times something",
     "needs_clang": "needs clang-14 (./harness setup --with-clang; ./harness test installs it)",
     "needs_chromium": "needs Debian's chromium, run headless (./harness test installs it)",
     "needs_gem5": "needs a gem5 binary (./harness setup --with-gem5, or GEM5=/path/to/gem5.fast)",
@@ -115,6 +118,7 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "good": (SLOW,),
     # test_kernels.py
     "checksums": (SLOW,),
+    "family_objects": (SLOW,),
     # test_mpi.py
     "mpi_sweep": (),
     "mpi_bin": (SLOW, "needs_mpi"),

@@ -106,6 +106,7 @@ def _perf_sweep() -> config.Sweep:
     return sweep
 
 
+@pytest.mark.exclusive
 @pytest.mark.slow
 @pytest.mark.needs_perf
 def test_perf_identical_lines_interleaved_no_change(ab_sweep: Path, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.stages import build
-from conftest import ALL, run_plain, snakemake
+from conftest import ALL, kernels_tree_lock, run_plain, snakemake
 from disasm import OBJDUMP, run
 
 CELLS = [("copy", "c_vec", 100003, ()), ("copy", "acle_4v", 100003, ()),
@@ -18,7 +18,8 @@ CELLS = [("copy", "c_vec", 100003, ()), ("copy", "acle_4v", 100003, ()),
 def test_clang_builds_run_and_match_gcc(binaries, all_sweep) -> None:
     bd = all_sweep.build_dir
     targets = [str(build.binary_path(bd, "clang", b, "qemu", f"{k}-{v}")) for k, v, _, _ in CELLS for b in ("vla", "vls512")]
-    proc = snakemake(ALL, bd, all_sweep.results_dir, targets)
+    with kernels_tree_lock(bd):
+        proc = snakemake(ALL, bd, all_sweep.results_dir, targets)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     for kernel, variant, size, params in CELLS:
         for b, vl in (("vla", 256), ("vla", 2048), ("vls512", 512)):

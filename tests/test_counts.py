@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.core import config
-from conftest import ALL, PY, REPO, count_cells, decode_driver_cmd, run_cell, run_cell_once
+from conftest import ALL, PY, REPO, count_cells, decode_driver_cmd, kernels_tree_lock, run_cell, run_cell_once
 from disasm import branch_target, expected_class, function_words, objdump_words
 
 EVERY_VL = list(config.CPU_MODEL_VLS["max"])
@@ -116,9 +116,10 @@ def test_a_wrong_closed_form_fails(binaries, plugin_dir, all_sweep) -> None:
 def test_count_command_prints_the_cell(binaries, plugin_dir, all_sweep, tmp_path) -> None:
     """./harness count end to end, on the session's build tree (nothing to rebuild): the ROI net
     counts by class of one cell, equal to the runs' difference, and the QEMU command."""
-    proc = subprocess.run([PY, "-m", "analysis.commands.cli", "count", "copy", "acle_4v", "--vl", "256", "--size", "4100",
-                           "--set", f"build_dir={all_sweep.build_dir}", "--set", f"results_dir={tmp_path}"],
-                          cwd=REPO, capture_output=True, text=True)
+    with kernels_tree_lock(all_sweep.build_dir):  # its Snakemake checks the tree
+        proc = subprocess.run([PY, "-m", "analysis.commands.cli", "count", "copy", "acle_4v", "--vl", "256", "--size", "4100",
+                               "--set", f"build_dir={all_sweep.build_dir}", "--set", f"results_dir={tmp_path}"],
+                              cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     b = binaries("copy", "acle_4v")
     roi_n, roi_0 = (run_cell_once(b, plugin_dir, 256, n)["inscount"]["roi"] for n in (4100, 0))

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
+from analysis.stages import build
 from conftest import OTHER_MARKER_BUILDS, REPO, run_plain, run_plain_batch
 from disasm import NM, OBJDUMP, run
 
@@ -254,26 +256,46 @@ BROKEN = {
 }
 
 
+@pytest.fixture(scope="module")
+def family_objects(binaries, all_sweep, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Path, Path]]:
+    """The objects a broken kernel of a family links besides its own: the family's driver and
+    the harness, compiled as the broken kernel is (the driver's folder on the include path),
+    once per family for all its cases (BAD(n), the broken element, is in the kernel's source
+    alone: neither file names it). Each case compiled both again: a third of its time."""
+    binaries("copy", "acle_4v")  # the shared build tree (generated headers, marker object)
+    bd, out = all_sweep.build_dir, tmp_path_factory.mktemp("family-objects")
+    made: dict[str, tuple[Path, Path]] = {}
+
+    def get(family: str) -> tuple[Path, Path]:
+        if family not in made:
+            drv = REPO / "kernels" / family / "driver.c"
+            objs = []
+            for s in (drv, build.HARNESS_SOURCE):
+                obj = out / f"{family}-{s.parent.name}-{s.stem}.o"
+                assert run(build.compile_cmd(bd, "gcc", "vla", s, obj, (f"-I{drv.parent}",))).returncode == 0
+                objs.append(obj)
+            made[family] = (objs[0], objs[1])
+        return made[family]
+
+    return get
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("where", sorted(WHERE))
 @pytest.mark.parametrize("case", sorted(BROKEN))
-def test_a_kernel_wrong_in_one_element_fails_its_check(binaries, all_sweep, tmp_path: Path, case: str, where: str) -> None:
-    from analysis.stages import build
-
+def test_a_kernel_wrong_in_one_element_fails_its_check(family_objects, all_sweep, tmp_path: Path, case: str,
+                                                       where: str) -> None:
     family, source, params, size, units, needle = BROKEN[case]
-    binaries("copy", "acle_4v")  # the shared build tree (generated headers, marker object)
     bd = all_sweep.build_dir
     src = tmp_path / "broken.c"
     src.write_text(source)
     drv = REPO / "kernels" / family / "driver.c"
-    objs = []
-    for s in (drv, src, build.HARNESS_SOURCE):
-        obj = tmp_path / f"{s.parent.name}-{s.stem}.o"
-        flags = (f"-I{drv.parent}", f"-DBAD(n)={WHERE[where]}")
-        assert run(build.compile_cmd(bd, "gcc", "vla", s, obj, flags)).returncode == 0
-        objs.append(obj)
+    obj = tmp_path / "broken.o"
+    flags = (f"-I{drv.parent}", f"-DBAD(n)={WHERE[where]}")
+    assert run(build.compile_cmd(bd, "gcc", "vla", src, obj, flags)).returncode == 0
+    driver, harness = family_objects(family)
     exe = tmp_path / "k"
-    assert run(build.link_cmd("gcc", [*objs, build.roi_object(bd, "gcc", "qemu")], exe)).returncode == 0
+    assert run(build.link_cmd("gcc", [driver, obj, harness, build.roi_object(bd, "gcc", "qemu")], exe)).returncode == 0
     i = {"start": 0, "middle": units // 2, "end": units - 1}[where]
     expected = needle.replace("{2i+1}", str(2 * i + 1)).replace("{2i}", str(2 * i)).replace("{i}", str(i))
     for vl in (128, 2048):

@@ -18,7 +18,7 @@ from analysis.backends import qemu
 from analysis.commands import cli
 from analysis.core import config, mpi, toolchain
 from analysis.stages import build
-from conftest import REPO, count_cells, snakemake
+from conftest import REPO, count_cells, kernels_tree_lock, snakemake
 from disasm import OBJDUMP, run
 
 MPI_SWEEP = REPO / "configs" / "mpi.yaml"
@@ -35,8 +35,10 @@ def debian_rows(table: config.KernelTable) -> list[config.KernelRow]:
 
 
 @pytest.fixture(scope="module")
-def mpi_sweep(work: Path) -> config.Sweep:
-    return config.load(MPI_SWEEP, {"build_dir": str(work / "build"), "results_dir": str(work / "mpi-results")})
+def mpi_sweep(all_sweep: config.Sweep, work: Path) -> config.Sweep:
+    """On the kernels' shared build tree: test_user_pack_counts_exactly_the_count_sweeps_kernel
+    compares an MPI row's object with the count sweep's one built there."""
+    return config.load(MPI_SWEEP, {"build_dir": str(all_sweep.build_dir), "results_dir": str(work / "mpi-results")})
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,8 @@ def mpi_bin(mpi_sweep: config.Sweep, binaries) -> Callable[[str, str], Path]:
     built the static kernels and the plugins into the same tree."""
     bd = mpi_sweep.build_dir
     targets = [str(build.binary_path(bd, "gcc", "vla", "qemu", r.name)) for r in debian_rows(mpi_sweep.table)]
-    proc = snakemake(MPI_SWEEP, bd, mpi_sweep.results_dir, targets)
+    with kernels_tree_lock(bd):
+        proc = snakemake(MPI_SWEEP, bd, mpi_sweep.results_dir, targets)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return lambda kernel, variant: build.binary_path(bd, "gcc", "vla", "qemu", f"{kernel}-{variant}")
 
@@ -98,10 +101,10 @@ def test_mpi_program_fails_without_singleton_isolation(mpi_bin) -> None:
 
 @pytest.mark.slow
 @pytest.mark.needs_mpi
-def test_user_pack_counts_exactly_the_count_sweeps_kernel(mpi_bin, binaries, plugin_dir, work: Path) -> None:
+def test_user_pack_counts_exactly_the_count_sweeps_kernel(mpi_bin, binaries, plugin_dir, mpi_sweep) -> None:
     """The user pack path is the count sweep's pack-acle object (same source and flags, same
     code) called in an MPI process: its ROI net count equals the Fig. 4 count exactly."""
-    obj = work / "build" / "gcc" / "vla" / "obj"
+    obj = mpi_sweep.build_dir / "gcc" / "vla" / "obj"
     dis = {n: re.sub(r"^.*file format.*$", "", run([OBJDUMP, "-d", str(obj / f"{n}.o")]).stdout, flags=re.M)
            for n in ("pack-acle", "mpi_pack-acle")}
     assert dis["pack-acle"] == dis["mpi_pack-acle"]

@@ -14,7 +14,7 @@ from elftools.elf.elffile import ELFFile
 from analysis.backends import RunError, qemu
 from analysis.core import config
 from analysis.stages import build
-from conftest import ALL, snakemake
+from conftest import ALL, kernels_tree_lock, snakemake
 
 MAX_FLOAT = (("op", "max"), ("dtype", "float"), ("nan", 1))
 PACK = (("dir", "pack"), ("dtype", "float"), ("blocklen", 1), ("stride", 2))
@@ -33,7 +33,8 @@ def built(binaries, all_sweep) -> Path:
     bd = all_sweep.build_dir
     targets = [str(build.binary_path(bd, c, b, "qemu", f"{k}-{v}")) for c in COMPILERS for k, v, _ in ROWS
                for b, _ in BUILDS]
-    proc = snakemake(ALL, bd, all_sweep.results_dir, targets)
+    with kernels_tree_lock(bd):
+        proc = snakemake(ALL, bd, all_sweep.results_dir, targets)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return bd
 

@@ -215,6 +215,7 @@ def _owned_stages() -> set[Path]:
     return set(hygiene.own_stages(os.environ[backends.STAGE_TAG_ENV]))
 
 
+@pytest.mark.exclusive
 @pytest.mark.slow
 def test_sigkill_mid_sweep_then_the_same_command_takes_over_the_lock_and_resumes(reference: Path, work: Path) -> None:
     """Before the fix every command after a SIGKILL was refused until `./harness unlock`,
@@ -463,6 +464,7 @@ def start_hanging_sweep(root: Path, limit: float, build_dir: Path) -> tuple[subp
     return proc, running
 
 
+@pytest.mark.exclusive
 @pytest.mark.slow
 def test_ctrl_c_ends_with_one_line_and_leaves_no_lock_or_staging(tmp_path: Path, work: Path) -> None:
     proc, running = start_hanging_sweep(tmp_path, 600, work / "build")

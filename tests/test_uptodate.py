@@ -5,9 +5,19 @@ then: every change that can make Snakemake work goes to Snakemake, whose run is 
 One sweep of the template kernel, kept outside the repository as a user's own (so a test can
 edit its source and its sweep file), on the session's build tree. Every test starts from a state
 the fast path answers (`settled`) and leaves one: --shuffle may run them in any order.
+
+Each kind of change that Snakemake must see is swept end to end once (an edited source, sweep
+file, table or raw file, a target, a Snakemake lock, a failed run, a dry run): the command goes
+to Snakemake, which does the work, and the same command is then answered. Where a test asks
+only what the check decides (a link, an override, a variable, a tool, a profile, another
+sweep's lock), it asks the check in this process (`answers`), as cli asks it first thing, and
+writes the record as a sweep that finished writes it (`recorded`); it puts the record and
+what it changed back as they were, which the command then answers again. A Snakemake start
+and the command around it cost 4 to 8 CPU seconds; the check costs a tenth of one.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -17,8 +27,8 @@ import pytest
 import yaml
 
 from analysis.commands import cli, keep, uptodate, watched
-from analysis.commands.sweep import sweep_command
-from analysis.core import table
+from analysis.commands.sweep import cmd_sweep, sweep_command
+from analysis.core import config, table
 from conftest import PY, REPO, path_without
 
 TEMPLATE = REPO / "kernels" / "template"
@@ -80,6 +90,31 @@ def settled(root: Path, env: dict[str, str] | None = None) -> None:
     assert answered(root, proc), proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
+def command(root: Path, *args: str) -> list[str]:
+    """The command line sweep() runs, as cli's argv."""
+    return ["sweep", "--config", str(root / "sweep.yaml"), "--cores", "2", *args]
+
+
+def answers(root: Path, *args: str) -> bool:
+    """The up-to-date check's decision on sweep()'s command, made in this process (from the
+    repository, where sweep() runs it), as cli makes it before anything else: True when the
+    command is answered; False, it goes to Snakemake (started here by nothing). The check
+    itself, not uptodate.answer, which takes any exception for "go to Snakemake": here an
+    exception fails the test instead of passing for "not answered"."""
+    with contextlib.chdir(REPO):
+        return uptodate._check(command(root, *args)) is not None
+
+
+def recorded(root: Path, *args: str) -> None:
+    """What a sweep of that command that finished writes last (sweep.cmd_sweep: the record of
+    its command, sweep_command, which uptodate.parse reads the same, tested below), in this
+    process and its environment."""
+    cmd = uptodate.parse(command(root, *args))
+    assert cmd is not None
+    with contextlib.chdir(REPO):
+        uptodate.record(cmd, config.load(cmd.config, cmd.overrides()))
+
+
 def listing(*roots: Path) -> dict[str, tuple[int, int, int]]:
     """Every file under `roots`: size, mtime, inode."""
     out = {}
@@ -105,6 +140,7 @@ def own(tmp_path_factory: pytest.TempPathFactory, work: Path) -> Path:
     return root
 
 
+@pytest.mark.exclusive  # no other test's Snakemake may write a log meanwhile
 @pytest.mark.slow
 def test_a_rerun_with_nothing_changed_starts_no_snakemake_and_writes_nothing(own: Path, work: Path) -> None:
     """Before: every re-run started Snakemake (1.1-1.2 s before it reads the workflow) and
@@ -146,11 +182,17 @@ def test_a_source_edited_behind_its_old_mtime_still_goes_to_snakemake(own: Path)
     nothing to do: its answer, not this check's)."""
     settled(own)
     src = own / "my_kernel.c"
-    st = src.stat()
-    src.write_text(src.read_text().replace("/* edited */\n", "") + "/* edited again */\n")
+    st, text = src.stat(), src.read_text()
+    # One letter of a comment: the same size, inode and times, other bytes.
+    src.write_text(text.replace("Template for", "template for", 1))
     os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
-    fell_through(own, sweep(own))
-    assert answered(own, sweep(own))
+    assert src.read_text() != text and src.stat().st_size == st.st_size
+    try:
+        assert not answers(own)
+    finally:
+        src.write_text(text)
+        os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert answered(own, sweep(own))  # the source as it was: the same record answers
 
 
 @pytest.mark.slow
@@ -168,22 +210,23 @@ def test_an_edited_sweep_file_is_swept(own: Path, work: Path) -> None:
 def test_a_kernel_table_link_pointed_elsewhere_goes_to_snakemake(own: Path) -> None:
     """The files a sweep names are watched as it names them: a link moved to another file is a
     change, though the file it pointed to is not."""
-    named = own / "my_kernels.yaml"
-    text = named.read_text()
-    (own / "v1.yaml").write_text(text)
-    (own / "v2.yaml").write_text(text.replace('label: "', 'label: "v2: ', 1))
-    named.unlink()
+    settled(own)
+    named, record = own / "my_kernels.yaml", own / "results" / uptodate.NAME
+    kept = record.read_bytes()
+    (own / "v2.yaml").write_text(named.read_text().replace('label: "', 'label: "v2: ', 1))
+    named.rename(own / "v1.yaml")  # the same file (content, times, inode), now behind a link
     named.symlink_to("v1.yaml")
     try:
-        settled(own)
+        recorded(own)  # a sweep that finished with the link so
+        assert answers(own)
         named.unlink()
         named.symlink_to("v2.yaml")
-        fell_through(own, sweep(own))
-        assert answered(own, sweep(own))
+        assert not answers(own)
     finally:
         named.unlink()
-        named.write_text(text)
-    fell_through(own, sweep(own))
+        (own / "v1.yaml").rename(named)
+        record.write_bytes(kept)
+    assert answered(own, sweep(own))
 
 @pytest.mark.slow
 def test_a_deleted_table_is_made_again(own: Path) -> None:
@@ -231,34 +274,68 @@ def test_a_failed_run_leaves_no_record(own: Path) -> None:
     pytest.param(("--", "counts_all"), id="a target"),
 ])
 def test_another_command_goes_to_snakemake(own: Path, args: tuple[str, ...]) -> None:
+    """The check's decision: the record holds its command (a sweep of it is below)."""
     settled(own)
     args = tuple(a.format(results=own / "results") for a in args)
-    fell_through(own, sweep(own, *args))
-    assert answered(own, sweep(own, *args))
+    record = own / "results" / uptodate.NAME
+    kept = record.read_bytes()
+    try:
+        assert not answers(own, *args)
+        recorded(own, *args)
+        assert answers(own, *args)
+        assert not answers(own)  # the record is that command's now, not the plain one's
+    finally:
+        record.write_bytes(kept)
+    assert answered(own, sweep(own))
+
+
+@pytest.mark.slow
+def test_a_target_goes_to_snakemake_and_is_answered_after(own: Path) -> None:
+    """End to end: the command with a target runs Snakemake, its sweep records that command."""
+    settled(own)
+    fell_through(own, sweep(own, "--", "counts_all"))
+    assert answered(own, sweep(own, "--", "counts_all"))
     fell_through(own, sweep(own))  # the record is that command's now, not the plain one's
 
 
 @pytest.mark.slow
-def test_a_changed_environment_goes_to_snakemake(own: Path) -> None:
-    """GEM5 (where gem5 is found), as every variable the workflow reads."""
+def test_a_changed_environment_goes_to_snakemake(own: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GEM5 (where gem5 is found), as every variable the workflow reads. The check's decision."""
     settled(own)
-    env = {**os.environ, "GEM5": "none"}
-    fell_through(own, sweep(own, env=env))
-    assert answered(own, sweep(own, env=env))
-    fell_through(own, sweep(own))
+    record = own / "results" / uptodate.NAME
+    kept = record.read_bytes()
+    try:
+        with monkeypatch.context() as m:
+            m.setenv("GEM5", "none")
+            assert not answers(own)
+            recorded(own)
+            assert answers(own)
+        assert not answers(own)  # without it again
+    finally:
+        record.write_bytes(kept)
+    assert answered(own, sweep(own))
 
 
 @pytest.mark.slow
-def test_a_replaced_tool_goes_to_snakemake(own: Path, tmp_path: Path) -> None:
-    """The same PATH, but qemu-aarch64 on it is another file (an upgrade replaces it)."""
-    env = {**os.environ, "PATH": path_without(tmp_path / "bin")}
-    settled(own, env)
-    link = tmp_path / "bin" / "qemu-aarch64"
-    real = link.resolve()
-    link.unlink()
-    shutil.copy2(real, link)  # the same bytes and mtime; another file
-    fell_through(own, sweep(own, env=env))
-    fell_through(own, sweep(own))
+def test_a_replaced_tool_goes_to_snakemake(own: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same PATH, but qemu-aarch64 on it is another file (an upgrade replaces it). The
+    check's decision."""
+    settled(own)
+    record = own / "results" / uptodate.NAME
+    kept = record.read_bytes()
+    try:
+        with monkeypatch.context() as m:
+            m.setenv("PATH", path_without(tmp_path / "bin"))
+            recorded(own)
+            assert answers(own)
+            link = tmp_path / "bin" / "qemu-aarch64"
+            real = link.resolve()
+            link.unlink()
+            shutil.copy2(real, link)  # the same bytes and mtime; another file
+            assert not answers(own)
+    finally:
+        record.write_bytes(kept)
+    assert answered(own, sweep(own))
 
 
 @pytest.mark.slow
@@ -281,6 +358,7 @@ def test_a_folder_another_command_holds_is_refused_as_before(own: Path) -> None:
     assert answered(own, sweep(own))
 
 
+@pytest.mark.exclusive
 @pytest.mark.slow
 def test_a_snakemake_lock_in_the_tree_goes_to_snakemake(own: Path) -> None:
     """Another Snakemake may be writing the shared build folder; a stale lock is taken over by
@@ -288,26 +366,53 @@ def test_a_snakemake_lock_in_the_tree_goes_to_snakemake(own: Path) -> None:
     settled(own)
     locks = REPO / ".snakemake" / "locks"
     locks.mkdir(parents=True, exist_ok=True)
-    (locks / "0.input.lock").write_text(f"{own / 'nothing'}\n")
+    (locks / "0.output.lock").write_text(f"{own / 'results' / 'counts.csv'}\n")
     proc = sweep(own)
     fell_through(own, proc)
     assert "took over the Snakemake lock" in proc.stderr
     assert answered(own, sweep(own))
 
 
+@pytest.mark.exclusive
 @pytest.mark.slow
-def test_a_snakemake_profile_goes_to_snakemake(own: Path, tmp_path: Path) -> None:
-    """A profile can set any option, and its content is not watched: never answered with one."""
+def test_a_lock_of_another_sweeps_folders_is_none_of_its_business(own: Path, work: Path, tmp_path: Path) -> None:
+    """Before: any lock in the tree (another sweep running into its own folders) made every
+    up-to-date sweep of the clone go to Snakemake. One naming the shared build folder still does."""
+    settled(own)
+    locks = REPO / ".snakemake" / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    try:
+        (locks / "0.output.lock").write_text(f"{tmp_path / 'results' / 'counts.csv'}\nkernels/x.c\n")
+        assert answered(own, sweep(own))
+        (locks / "1.input.lock").write_text(f"{own / 'other'}\n{own.parent / 'build' / 'gcc' / 'x.o'}\n")
+        assert answered(own, sweep(own))
+        (locks / "1.input.lock").write_text(f"{work / 'build' / 'gcc' / 'vla' / 'bin' / 'x'}\n")
+        assert not answers(own)  # the decision; test_a_snakemake_lock_in_the_tree_goes_to_snakemake runs it
+    finally:
+        shutil.rmtree(locks, ignore_errors=True)
+    assert answered(own, sweep(own))
+
+
+@pytest.mark.slow
+def test_a_snakemake_profile_goes_to_snakemake(own: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile can set any option, and its content is not watched: never answered with one,
+    and a sweep with one writes no record. The check's decision and the record's."""
     settled(own)
     (tmp_path / "profile").mkdir()
     (tmp_path / "profile" / "config.yaml").write_text("printshellcmds: true\n")
-    env = {**os.environ, "SNAKEMAKE_PROFILE": str(tmp_path / "profile")}
-    ok(first := sweep(own, env=env))
-    assert ran_snakemake(first)
-    again = sweep(own, env=env)
-    ok(again)
-    assert ran_snakemake(again)
-    fell_through(own, sweep(own))
+    record = own / "results" / uptodate.NAME
+    kept = record.read_bytes()
+    try:
+        with monkeypatch.context() as m:
+            m.setenv("SNAKEMAKE_PROFILE", str(tmp_path / "profile"))
+            assert not answers(own)
+            record.unlink()  # as the sweep's keep.take does
+            recorded(own)
+            assert not record.exists()
+            assert not answers(own)
+    finally:
+        record.write_bytes(kept)
+    assert answered(own, sweep(own))
 
 
 @pytest.mark.slow
@@ -322,7 +427,34 @@ def test_a_dry_run_neither_answers_nor_writes_a_record(own: Path) -> None:
     record.unlink()
     ok(sweep(own, "--", "-n"))
     assert not record.exists()
-    fell_through(own, sweep(own))
+    record.write_bytes(kept)
+    assert answered(own, sweep(own))  # the dry runs wrote nothing the record watches
+
+
+def test_a_dry_run_keeps_no_log_of_another_snakemake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A dry run writes no Snakemake log (Snakemake logs to a file only when it runs jobs), so a
+    log new in .snakemake/log is another Snakemake's of the clone, here one that wrote its log
+    while the dry run ran. The dry run copied it to its own results/logs/snakemake.log: a command
+    that writes nothing wrote into its results folder, and the up-to-date record no longer
+    answered (test_a_dry_run_neither_answers_nor_writes_a_record failed whenever the other xdist
+    worker's Snakemake finished meanwhile)."""
+    logs = tmp_path / "log"
+    logs.mkdir()
+    monkeypatch.setattr("analysis.commands.sweep.SNAKEMAKE_LOGS", logs)
+
+    def another_snakemake_logs_meanwhile(cmd: list[str], **kwargs: object) -> int:
+        assert "--dry-run" in cmd
+        (logs / "2026-11-26T141014.123456.snakemake.log").write_text("another sweep's Snakemake\n")
+        return 0
+
+    monkeypatch.setattr("analysis.commands.guard.run", another_snakemake_logs_meanwhile)
+    results = tmp_path / "results"
+    ns = cli.parse_args(["sweep", "--config", str(REPO / "configs" / "tiny.yaml"), "--set", f"results_dir={results}",
+                         "--set", f"build_dir={tmp_path / 'build'}", "--", "--dry-run"])
+    assert cmd_sweep(ns) == 0
+    assert "full log" not in capsys.readouterr().out
+    assert not results.exists()
 
 
 def test_a_command_that_takes_the_folder_removes_the_record_first(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.core import table
-from conftest import REPO, snakemake
+from conftest import REPO, kernels_tree_lock, snakemake
 
 TINY = REPO / "configs" / "tiny.yaml"
 
@@ -66,8 +66,9 @@ def test_provenance_per_run(tiny: Path) -> None:
 
 
 @pytest.mark.slow
-def test_rerun_does_nothing(tiny: Path, work: Path) -> None:
-    proc = snakemake(TINY, work / "build", tiny, extra=["--dry-run"])
+def test_rerun_does_nothing(tiny: Path, all_sweep) -> None:
+    with kernels_tree_lock(all_sweep.build_dir):  # the tiny sweep's build tree, which other workers write
+        proc = snakemake(TINY, all_sweep.build_dir, tiny, extra=["--dry-run"])
     assert proc.returncode == 0, proc.stderr
     assert "Nothing to be done" in proc.stdout + proc.stderr
 

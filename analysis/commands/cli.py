@@ -80,6 +80,17 @@ def cmd_explain(ns: argparse.Namespace) -> int:
 FAST_MARKERS = "not slow"
 
 
+def workers() -> list[str]:
+    """pytest-xdist's options: a worker per core, each test file on one worker (its module's
+    fixtures, a sweep or a local Slurm, are made once). Most of the suite waits on Snakemake's
+    start and on one QEMU at a time, so one process left a core idle. A user's -n 0 after these
+    runs the suite in one process (pytest keeps the last -n). The files go out in collection
+    order, which tests/conftest.py makes the heaviest first (xdist's own order is by number of
+    tests, which left the longest file to the end)."""
+    cores = len(os.sched_getaffinity(0))
+    return ["-n", str(cores), "--dist", "loadfile", "--no-loadscope-reorder"] if cores > 1 else []
+
+
 def cmd_test(ns: argparse.Namespace) -> int:
     """The test suite, then the regression of the committed golden counts (so a change that
     moves counts fails until it is re-blessed on purpose). --fast: the tests not marked slow,
@@ -93,7 +104,8 @@ def cmd_test(ns: argparse.Namespace) -> int:
     selection = ["-m", FAST_MARKERS] if ns.fast else []
     wall, before = time.monotonic(), os.times()
     rc = subprocess.call([sys.executable, "-m", "pytest", str(REPO / "tests"), "--durations=15",
-                          "-o", f"cache_dir={REPO / '.venv' / 'pytest-cache'}", *selection, *ns.pytest_args], cwd=REPO)
+                          "-o", f"cache_dir={REPO / '.venv' / 'pytest-cache'}", *workers(), *selection,
+                          *ns.pytest_args], cwd=REPO)
     if ns.fast:
         after = os.times()
         # a difference of float sums: -0.0 when pytest's children used nothing

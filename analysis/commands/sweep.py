@@ -93,6 +93,10 @@ def run_snakemake(ns: argparse.Namespace, sweep: config.Sweep, overrides: dict[s
                   on_slurm: slurm.Plan | None, lock_fd: int | None = None) -> int:
     """`lock_fd`: the results folder's lock, which Snakemake inherits (it outlives a killed command)."""
     before = snakemake_logs()
+    # A dry run or a listing writes no log of its own (Snakemake logs to a file only when it
+    # runs): a new log there is another Snakemake's of the clone, and copying it wrote into the
+    # results folder of a command that writes nothing (and moved its up-to-date record's outputs).
+    keep_log = not writes_nothing(ns.snakemake_args)
     try:
         if on_slurm:
             # The Slurm path reads Snakemake's own record of a failed job to name the cell and
@@ -104,7 +108,7 @@ def run_snakemake(ns: argparse.Namespace, sweep: config.Sweep, overrides: dict[s
         return guard.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args + logger_args(ns.verbose)),
                          env=snakemake_env(logger=not ns.verbose), pass_fds=() if lock_fd is None else (lock_fd,))
     finally:
-        kept = keep_full_log(before, sweep.results_dir)
+        kept = keep_full_log(before, sweep.results_dir) if keep_log else None
         if kept:
             say(f"full log: {kept}", sys.stdout)
 
@@ -146,11 +150,14 @@ def snakemake_logs() -> set[Path]:
 
 
 def keep_full_log(before: set[Path], results_dir: Path) -> Path | None:
-    """Copy the log Snakemake wrote for this run (the newest one that was not there before)
+    """Copy the log Snakemake wrote for this run (the newest one that was not there before;
+    when another sweep of the clone ran meanwhile, the newest that names this results folder)
     to results/logs/snakemake.log, beside the jobs' own logs."""
     new = sorted(snakemake_logs() - before, key=lambda p: p.stat().st_mtime)
     if not new:
         return None
+    if len(new) > 1:
+        new = [p for p in new if str(results_dir) in p.read_text(errors="replace")] or new
     dest = results_dir / "logs" / "snakemake.log"
     files.write_atomic(dest, lambda tmp: shutil.copyfile(new[-1], tmp))
     return dest

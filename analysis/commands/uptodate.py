@@ -145,7 +145,7 @@ def _check(argv: list[str]) -> str | None:
     if record.get("format") != FORMAT or record.get("command") != command.meaning() or \
             record.get("dirs") != [str(results_dir), str(build_dir)]:
         return None
-    if snakemake_locked() or results_locked(results_dir) or not writable(results_dir) or not writable(build_dir):
+    if snakemake_locked(results_dir, build_dir) or results_locked(results_dir) or not writable(results_dir) or not writable(build_dir):
         return None
     for name in PARTS:
         if part(name, record["watched"], results_dir, build_dir) != record["parts"][name]:
@@ -159,13 +159,24 @@ def _check(argv: list[str]) -> str | None:
             f"results in {results_dir})")
 
 
-def snakemake_locked() -> bool:
-    """A Snakemake lock in the tree: another Snakemake runs (it may be writing the shared build
-    folder), or a killed one left it (the normal path takes it over, with a line)."""
+def snakemake_locked(results_dir: Path, build_dir: Path) -> bool:
+    """A Snakemake lock in the tree that names a file of this sweep's folders: another Snakemake
+    is writing or reading them (the shared build folder), or a killed one left it (the normal
+    path takes it over, with a line). A lock of a sweep into other folders is none of its business:
+    it made every up-to-date sweep in the clone go to Snakemake while another one ran."""
+    ours = tuple(f"{os.path.join(REPO, d)}{os.sep}" for d in (results_dir, build_dir))
     try:
-        return any(os.scandir(SNAKEMAKE_DIR / "locks"))
+        locks = list(os.scandir(SNAKEMAKE_DIR / "locks"))
     except FileNotFoundError:
         return False
+    for lock in locks:
+        try:
+            with open(lock.path) as f:  # one path per line, as Snakemake's rules name it (relative to the tree)
+                if any(os.path.join(REPO, line.rstrip("\n")).startswith(ours) for line in f):
+                    return True
+        except FileNotFoundError:  # released while we looked
+            continue
+    return False
 
 
 def results_locked(results_dir: Path) -> bool:
