@@ -1,0 +1,146 @@
+"""The emulated AArch64 guest (issue 35): setup/arm64-vm.sh's answers and refusals (against an
+empty HARNESS_CACHE, nothing built), the runner's batch script and its hang, and the first
+measured check: DynamoRIO's ROI counts in the guest against the QEMU plugins' for one kernel
+of the default sweep at the VLs DynamoRIO supports."""
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analysis.backends import armie, qemu
+from analysis.core import arm64_vm, config
+from conftest import REPO, path_without
+
+SETUP = REPO / "setup" / "arm64-vm.sh"
+ABI = "6.1.0-56-arm64"
+# One kernel of the default sweep, at a size whose ROI is a few thousand instructions.
+KERNEL, VARIANT, SIZE = "copy", "acle_4v", 65536
+
+
+@pytest.fixture
+def cache_env(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "cache").mkdir()
+    base = {k: v for k, v in os.environ.items() if k not in ("DYNAMORIO_HOME", "ARM64_VM_NEED_GIB")}
+    return {**base, "HARNESS_CACHE": str(tmp_path / "cache")}
+
+
+def setup(env: dict[str, str], *args: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SETUP), *args], capture_output=True, text=True, env={**env, **extra}, timeout=60)
+
+
+def test_path_says_not_built_and_names_the_command(cache_env: dict[str, str]) -> None:
+    where = Path(cache_env["HARNESS_CACHE"]) / f"arm64-vm-{ABI}"
+    assert setup(cache_env, "--where").stdout == f"{where}\n"
+    proc = setup(cache_env, "--path")
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (f"setup/arm64-vm.sh: the arm64 guest is not built (it would be {where}; "
+                           "fix: ./harness setup --with-arm64-vm)\n")
+    proc = setup(cache_env, "--dynamorio")
+    assert proc.returncode == 1 and "DYNAMORIO_HOME=<AArch64 DynamoRIO install> ./harness setup --with-arm64-vm" in proc.stderr
+    where.mkdir(parents=True)
+    (where / "installed").write_text("x\n")
+    assert setup(cache_env, "--path").stdout == f"{where}\n"
+
+
+def _dr_tree(root: Path, machine: bytes, version: str) -> Path:
+    """A DynamoRIO-shaped install tree whose drrun is an ELF header for `machine`."""
+    (root / "bin64").mkdir(parents=True)
+    (root / "cmake").mkdir()
+    (root / "bin64" / "drrun").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(11) + machine + bytes(46))
+    (root / "bin64" / "drrun").chmod(0o755)
+    (root / "cmake" / "DynamoRIOConfig.cmake").write_text("# stub\n")
+    (root / "cmake" / "DynamoRIOConfigVersion.cmake").write_text(f'set(PACKAGE_VERSION "{version}")\n')
+    return root
+
+
+@pytest.mark.parametrize("case", ["not a tree", "x86-64", "too old", "unknown option"])
+def test_bad_input_exits_2_in_one_line_creating_nothing(cache_env: dict[str, str], tmp_path: Path, case: str) -> None:
+    args: tuple[str, ...] = ()
+    if case == "not a tree":
+        extra, expect = {"DYNAMORIO_HOME": str(tmp_path)}, "is not a DynamoRIO install tree"
+    elif case == "x86-64":
+        extra, expect = {"DYNAMORIO_HOME": str(_dr_tree(tmp_path / "dr", b"\x3e\x00", "11.91.20672"))}, "is not an AArch64 DynamoRIO"
+    elif case == "too old":
+        extra, expect = {"DYNAMORIO_HOME": str(_dr_tree(tmp_path / "dr", b"\xb7\x00", "10.0.19672"))}, \
+            "is DynamoRIO 10.0.19672; the guest needs 11.0 or newer"
+    else:
+        extra, expect, args = {}, "unknown option '--bogus'", ("--bogus",)
+    proc = setup(cache_env, *args, **extra)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and expect in proc.stderr, proc.stderr
+    assert list(Path(cache_env["HARNESS_CACHE"]).iterdir()) == []
+
+
+def test_a_missing_emulator_is_one_line_naming_the_setup_command(cache_env: dict[str, str], tmp_path: Path) -> None:
+    proc = setup(cache_env, PATH=path_without(tmp_path / "bin", "qemu-system-aarch64"))
+    assert proc.returncode == 1
+    assert proc.stderr == ("setup/arm64-vm.sh: qemu-system-aarch64 not found; fix: ./harness setup --with-arm64-vm "
+                           "(installs qemu-system-arm and cpio)\n")
+    assert not list((Path(cache_env["HARNESS_CACHE"])).rglob(".done-*"))
+
+
+def test_each_command_of_a_batch_keeps_its_own_status() -> None:
+    script = arm64_vm.batch_script(["false", "echo a b"])
+    assert script.splitlines() == ["mkdir -p out", "( false ) >out/0.out 2>out/0.err; echo $? >out/0.rc",
+                                   "( echo a b ) >out/1.out 2>out/1.err; echo $? >out/1.rc"]
+
+
+def test_dynamorio_runs_only_the_vls_it_supports() -> None:
+    cmd = arm64_vm.dynamorio_command(256, ["./bin/k", "0256", "000000065536"], ["-noROI"])
+    assert cmd == ("echo 32 >/proc/sys/abi/sve_default_vector_length && /opt/dynamorio/bin64/drrun -c "
+                   "/opt/dynamorio/harness/libroi_inscount.so -noROI -- ./bin/k 0256 000000065536")
+    for vl in (384, 1024, 2048):
+        with pytest.raises(ValueError, match="not run: DynamoRIO supports VL 128/256/512 only"):
+            arm64_vm.dynamorio_command(vl, ["./k"])
+
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_vm
+def test_a_hanging_batch_is_killed_at_its_limit_and_named() -> None:
+    guest = arm64_vm.find_guest()
+    with pytest.raises(arm64_vm.GuestHang, match=r"hang-test: the arm64 guest did not finish in its time limit of 40 s"):
+        arm64_vm.run_batch(guest, ["sleep 600"], {}, 40, "hang-test")
+
+
+def _run(vl: int) -> config.Run:
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    row = sweep.table.row(KERNEL, VARIANT)
+    sel = config.selection(sweep.table, {"kernel": KERNEL, "variants": [VARIANT]})
+    op, dtype = sel.op_dtypes[0]
+    return config.Run(vl, SIZE, op, dtype, config.run_params(sweep.table, row, op, dtype), sve=True)
+
+
+@pytest.fixture(scope="module")
+def dr_measured(binaries: Callable[..., Path], plugin_dir: Path) -> dict[str, Any]:
+    """One guest boot running the ArmIE-marker binary under DynamoRIO with the ROI client at
+    each supported VL, and the QEMU plugins' records of the QEMU-marker binary (same code and
+    addresses: kernels/roi/roi_slot.inc) for the same runs."""
+    armie_bin, qemu_bin = binaries(KERNEL, VARIANT, backend="armie"), binaries(KERNEL, VARIANT)
+    runs = [_run(vl) for vl in arm64_vm.DYNAMORIO_VLS]
+    commands = [arm64_vm.dynamorio_command(r.vl, ["./bin/k", *r.argv()]) for r in runs]
+    batch = arm64_vm.run_batch(arm64_vm.find_guest(), commands, {"bin/k": armie_bin}, 600, "dynamorio-vs-qemu")
+    return {"runs": runs, "batch": batch,
+            "qemu": [qemu.run_once(qemu_bin, "max", r, plugin_dir, None, 300) for r in runs]}
+
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_vm
+def test_dynamorio_roi_counts_equal_the_qemu_plugins(dr_measured: dict[str, Any]) -> None:
+    """Issue 35 item 3, one kernel: the ROI total and SVE count of DynamoRIO's client in the
+    guest (ArmIE's output line, read by the armie backend's parser) equal the QEMU plugins'
+    at VL 128, 256 and 512, and the kernel's checksum is the same."""
+    batch = dr_measured["batch"]
+    assert batch.provenance["kernel"].startswith(ABI) and batch.provenance["qemu"].startswith("QEMU emulator version")
+    assert "-cpu max,pauth-impdef=on" in batch.provenance["guest_command"]
+    for run, out, rec in zip(dr_measured["runs"], batch.outputs, dr_measured["qemu"]):
+        assert out.rc == 0, f"VL {run.vl}: {out.stderr[-500:]}"
+        ok = next(ln for ln in out.stdout.splitlines() if ln.startswith("ok "))
+        assert f"vl={run.vl} " in ok and f"checksum={rec['checksum']}" in ok
+        dr = armie.parse_inscount(out.stdout + out.stderr)
+        want = rec["inscount"]["roi"]
+        assert (dr["total"], dr["sve"]) == (want["total"], want["sve"]), f"VL {run.vl}"
