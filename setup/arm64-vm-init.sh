@@ -1,8 +1,8 @@
 #!/bin/sh
 # /init of the arm64 guest (setup/arm64-vm.sh packs it; analysis/core/arm64_vm.py boots it):
-# mount the batch share (9p tag "batch") and DynamoRIO's (tag "dynamorio", read-only, when
-# the runner passes it), run the share's batch.sh once, power off. The console lines
-# ARM64VM-READY and ARM64VM-DONE tell the runner how far the guest got; a dying init panics,
+# mount the batch share (9p tag "batch") and DynamoRIO's (tag "dynamorio", read-only and
+# cached: it never changes under a running guest; when the runner passes it), run the share's
+# batch.sh once, power off. The console lines ARM64VM-READY and ARM64VM-DONE tell the runner how far the guest got; a dying init panics,
 # and panic=-1 with QEMU's -no-reboot ends the machine instead of hanging it.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
@@ -16,7 +16,7 @@ if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 batch /mnt/batch;
     poweroff -f
 fi
 grep -qw dynamorio /sys/bus/virtio/drivers/9pnet_virtio/*/mount_tag 2>/dev/null \
-    && mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,ro dynamorio /opt/dynamorio
+    && mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,ro,cache=loose dynamorio /opt/dynamorio
 echo "ARM64VM-READY uptime=$(cut -d' ' -f1 /proc/uptime)"
 cd /mnt/batch && sh ./batch.sh >/mnt/batch/batch.log 2>&1
 echo "ARM64VM-DONE rc=$? uptime=$(cut -d' ' -f1 /proc/uptime)"
