@@ -76,6 +76,14 @@ is_marker_label(instr_t *instr, ptr_uint_t *which)
     return true;
 }
 
+/* An instruction the application executes: labels (ours, and any a library adds) are not,
+ * though DynamoRIO creates them as application instructions. */
+static bool
+executed(instr_t *instr)
+{
+    return instr_is_app(instr) && !instr_is_label(instr);
+}
+
 static bool
 counted(void *tag)
 {
@@ -149,20 +157,20 @@ event_insert(void *drcontext, void *tag, instrlist_t *bb, instr_t *instr, bool f
                              OPND_CREATE_INT32((int)which));
         return DR_EMIT_DEFAULT;
     }
-    if (!instr_is_app(instr))
+    if (!executed(instr))
         return DR_EMIT_DEFAULT;
     instr_t *prev;
     for (prev = instr_get_prev(instr); prev != NULL; prev = instr_get_prev(prev)) {
-        if (instr_is_app(prev) || is_marker_label(prev, &which))
+        if (is_marker_label(prev, &which) || executed(prev))
             break;
     }
-    if (prev != NULL && instr_is_app(prev))
+    if (prev != NULL && executed(prev))
         return DR_EMIT_DEFAULT; /* not the first instruction of its segment */
     uint n = 0, m = 0;
     for (instr_t *in = instr; in != NULL; in = instr_get_next(in)) {
         if (is_marker_label(in, &which))
             break;
-        if (!instr_is_app(in))
+        if (!executed(in))
             continue;
         n++;
         if (is_sve(encoding(in)))
