@@ -65,6 +65,8 @@ source "$(dirname "$0")/cache.sh"
 DIR="$CACHE/arm64-vm-$KERNEL_ABI"
 DR_DIR="$DIR/dynamorio"
 STAMP="$DIR/installed"
+CLIENT_SRC="$ROOT/armie_clients/dynamorio"
+CLIENT="$DR_DIR/harness/libroi_inscount.so"
 FIX="./harness setup --with-arm64-vm"
 
 case "${1:-}" in
@@ -74,7 +76,7 @@ case "${1:-}" in
         exit 1 ;;
     --where) echo "$DIR"; exit 0 ;;
     --dynamorio)
-        [[ -f "$DIR/.done-dynamorio" ]] && { echo "$DR_DIR"; exit 0; }
+        [[ -f "$DIR/.done-dynamorio" && -f "$CLIENT" ]] && { echo "$DR_DIR"; exit 0; }
         echo "$ME: the arm64 guest has no DynamoRIO (fix: DYNAMORIO_HOME=<AArch64 DynamoRIO install> $FIX)" >&2
         exit 1 ;;
     "") ;;
@@ -84,10 +86,14 @@ esac
 started=$(date +%s)
 done_step() { [[ -f "$DIR/.done-$1" ]]; }
 mark_done() { date -u +%FT%TZ >"$DIR/.done-$1"; }
+client_stale() {
+    [[ ! -f "$CLIENT" || "$CLIENT_SRC/roi_inscount.c" -nt "$CLIENT" || "$CLIENT_SRC/CMakeLists.txt" -nt "$CLIENT" ]]
+}
 
 # Version of the DynamoRIO install tree $1 (from its CMake package), or nothing.
 dr_version() {
-    sed -n 's/^ *set *( *PACKAGE_VERSION *"\([0-9.]*\)" *).*/\1/p' "$1/cmake/DynamoRIOConfigVersion.cmake" 2>/dev/null
+    # `set(PACKAGE_VERSION 11.91.0)` in DynamoRIO's own builds; quoted in other CMake packages.
+    sed -n 's/^ *set *( *PACKAGE_VERSION *"\{0,1\}\([0-9.]*\)"\{0,1\} *).*/\1/p' "$1/cmake/DynamoRIOConfigVersion.cmake" 2>/dev/null
 }
 version_at_least() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" == "$2" ]]; }
 
@@ -106,7 +112,8 @@ built() {
     local step
     for step in debs kernel rootfs initrd; do done_step "$step" || return 1; done
     [[ -f "$STAMP" && ! "$ROOT/setup/arm64-vm-init.sh" -nt "$DIR/initrd.img" ]] || return 1
-    [[ -z "${DYNAMORIO_HOME:-}" ]] || done_step dynamorio
+    [[ -z "${DYNAMORIO_HOME:-}" ]] || done_step dynamorio || return 1
+    ! done_step dynamorio || ! client_stale
 }
 if built; then
     say "the arm64 guest is built: $DIR"
@@ -192,26 +199,31 @@ fi
 
 # --- DynamoRIO and the ROI client -----------------------------------------------------------------
 if [[ -n "${DYNAMORIO_HOME:-}" ]] && ! done_step dynamorio; then
-    for tool in cmake aarch64-linux-gnu-gcc aarch64-linux-gnu-strip; do
-        command -v "$tool" >/dev/null 2>&1 || die "$tool not found; fix: $FIX (installs cmake)"
-    done
-    rm -rf "$DR_DIR" "$DIR/client-build"
+    command -v aarch64-linux-gnu-strip >/dev/null 2>&1 || die "aarch64-linux-gnu-strip not found; fix: ./harness setup"
+    rm -rf "$DR_DIR"
     say "copying DynamoRIO $(dr_version "$DYNAMORIO_HOME") from $DYNAMORIO_HOME"
     cp -a "$DYNAMORIO_HOME/." "$DR_DIR/" || { rm -rf "$DR_DIR"; die "copying $DYNAMORIO_HOME failed"; }
-    # Debug sections are most of a build's size and the guest reads the share over 9p.
+    # Debug information is most of a build's size, and the guest reads the share over 9p.
+    find "$DR_DIR" -type f -name '*.debug' -delete
     find "$DR_DIR" -type f \( -name '*.so' -o -path '*/bin64/*' \) -exec aarch64-linux-gnu-strip --strip-debug {} + 2>/dev/null || true
-    say "building the ROI client (armie_clients/dynamorio) against it"
-    if ! (cmake -S "$ROOT/armie_clients/dynamorio" -B "$DIR/client-build" -DDynamoRIO_DIR="$DR_DIR/cmake" \
+    mark_done dynamorio
+fi
+# The client follows its source: an edited client is rebuilt without copying DynamoRIO again.
+if done_step dynamorio && client_stale; then
+    command -v cmake >/dev/null 2>&1 || die "cmake not found; fix: $FIX (installs cmake)"
+    rm -rf "$DIR/client-build" "$DR_DIR/harness"
+    say "building the ROI client (armie_clients/dynamorio) against DynamoRIO $(dr_version "$DR_DIR")"
+    if ! (cmake -S "$CLIENT_SRC" -B "$DIR/client-build" -DDynamoRIO_DIR="$DR_DIR/cmake" \
               -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
               -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_BUILD_TYPE=Release \
           && cmake --build "$DIR/client-build") >"$DIR/client.log" 2>&1; then
-        rm -rf "$DR_DIR" "$DIR/client-build"
-        die "the ROI client did not build against $DYNAMORIO_HOME; see $DIR/client.log"
+        rm -rf "$DIR/client-build"
+        die "the ROI client did not build against $DR_DIR; see $DIR/client.log"
     fi
+    grep -q 'warning:' "$DIR/client.log" && say "the ROI client built with warnings; see $DIR/client.log"
     mkdir -p "$DR_DIR/harness"
-    cp "$DIR/client-build/libroi_inscount.so" "$DR_DIR/harness/"
+    cp "$DIR/client-build/libroi_inscount.so" "$CLIENT"
     dr_version "$DR_DIR" >"$DR_DIR/harness/version"
-    mark_done dynamorio
 fi
 
 # --- provenance and a boot ---------------------------------------------------------------------

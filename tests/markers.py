@@ -110,6 +110,7 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "ab_sweep": (),  # a sweep file written; `ab` builds when a test runs it
     # test_arm64_vm.py
     "cache_env": (),
+    "dr_binaries": (SLOW,),
     "dr_measured": (SLOW, "needs_arm64_vm"),
     # test_bad_input.py
     "harness": (),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,8 @@ import pytest
 
 from analysis.backends import armie, qemu
 from analysis.core import arm64_vm, config
-from conftest import REPO, path_without
+from analysis.stages import build
+from conftest import REPO, path_without, snakemake
 
 SETUP = REPO / "setup" / "arm64-vm.sh"
 ABI = "6.1.0-56-arm64"
@@ -54,7 +54,8 @@ def _dr_tree(root: Path, machine: bytes, version: str) -> Path:
     (root / "bin64" / "drrun").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(11) + machine + bytes(46))
     (root / "bin64" / "drrun").chmod(0o755)
     (root / "cmake" / "DynamoRIOConfig.cmake").write_text("# stub\n")
-    (root / "cmake" / "DynamoRIOConfigVersion.cmake").write_text(f'set(PACKAGE_VERSION "{version}")\n')
+    # Unquoted, as DynamoRIO writes it (a quoted-only reader found no version in a real build).
+    (root / "cmake" / "DynamoRIOConfigVersion.cmake").write_text(f"set(PACKAGE_VERSION {version})\n")
     return root
 
 
@@ -116,16 +117,29 @@ def _run(vl: int) -> config.Run:
 
 
 @pytest.fixture(scope="module")
-def dr_measured(binaries: Callable[..., Path], plugin_dir: Path) -> dict[str, Any]:
+def dr_binaries(work: Path) -> dict[str, Path]:
+    """The kernel built for both markers (ArmIE's and the QEMU plugins'), and the plugins: only
+    these targets, not the whole table (`binaries` builds every kernel)."""
+    bd = work / "arm64-vm-build"
+    name = f"{KERNEL}-{VARIANT}"
+    bins = {b: build.binary_path(bd, "gcc", "vla", b, name) for b in ("armie", "qemu")}
+    targets = [str(p) for p in bins.values()] + [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
+    proc = snakemake(REPO / "configs" / "default.yaml", bd, work / "arm64-vm-results", targets)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {**bins, "plugins": build.plugin_path(bd, "inscount").parent}
+
+
+@pytest.fixture(scope="module")
+def dr_measured(dr_binaries: dict[str, Path]) -> dict[str, Any]:
     """One guest boot running the ArmIE-marker binary under DynamoRIO with the ROI client at
     each supported VL, and the QEMU plugins' records of the QEMU-marker binary (same code and
     addresses: kernels/roi/roi_slot.inc) for the same runs."""
-    armie_bin, qemu_bin = binaries(KERNEL, VARIANT, backend="armie"), binaries(KERNEL, VARIANT)
+    armie_bin, qemu_bin = dr_binaries["armie"], dr_binaries["qemu"]
     runs = [_run(vl) for vl in arm64_vm.DYNAMORIO_VLS]
     commands = [arm64_vm.dynamorio_command(r.vl, ["./bin/k", *r.argv()]) for r in runs]
     batch = arm64_vm.run_batch(arm64_vm.find_guest(), commands, {"bin/k": armie_bin}, 600, "dynamorio-vs-qemu")
     return {"runs": runs, "batch": batch,
-            "qemu": [qemu.run_once(qemu_bin, "max", r, plugin_dir, None, 300) for r in runs]}
+            "qemu": [qemu.run_once(qemu_bin, "max", r, dr_binaries["plugins"], None, 300) for r in runs]}
 
 
 @pytest.mark.slow

@@ -39,6 +39,8 @@ CPU = "max,pauth-impdef=on"
 # Where the guest's /init mounts the two shares.
 GUEST_BATCH = "/mnt/batch"
 GUEST_DYNAMORIO = "/opt/dynamorio"
+# The ROI client inside the DynamoRIO tree (setup/arm64-vm.sh builds it there).
+CLIENT = "harness/libroi_inscount.so"
 # DynamoRIO keeps SVE state for these VLs only: it crashes at start-up at 384, 640, 1024
 # and 2048 bits (measured; its SVE support stops at 512 bits and at powers of two).
 DYNAMORIO_VLS = (128, 256, 512)
@@ -107,7 +109,8 @@ def find_guest(directory: Path | None = None) -> Guest:
             raise GuestError(why or f"the arm64 guest is not built (fix: {FIX})")
         directory = found
     dynamorio = directory / "dynamorio"
-    return Guest(directory, dynamorio if (directory / ".done-dynamorio").is_file() else None)
+    ready = (directory / ".done-dynamorio").is_file() and (dynamorio / CLIENT).is_file()
+    return Guest(directory, dynamorio if ready else None)
 
 
 def missing() -> str | None:
@@ -212,7 +215,7 @@ def dynamorio_command(vl: int, argv: Sequence[str], client_args: Sequence[str] =
     (DynamoRIO issue #6625). ValueError for a VL it cannot run."""
     if vl not in DYNAMORIO_VLS:
         raise ValueError(f"VL {vl}: {NOT_RUN_VL}")
-    drrun = [f"{GUEST_DYNAMORIO}/bin64/drrun", "-c", f"{GUEST_DYNAMORIO}/harness/libroi_inscount.so",
+    drrun = [f"{GUEST_DYNAMORIO}/bin64/drrun", "-c", f"{GUEST_DYNAMORIO}/{CLIENT}",
              *client_args, "--", *argv]
     return f"echo {vl // 8} >/proc/sys/abi/sve_default_vector_length && {shlex.join(drrun)}"
 

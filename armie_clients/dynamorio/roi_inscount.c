@@ -227,5 +227,5 @@ dr_client_main(client_id_t id, int argc, const char *argv[])
     if (!drmgr_register_bb_app2app_event(event_app2app, NULL) ||
         !drmgr_register_bb_instrumentation_event(NULL, event_insert, NULL))
         DR_ASSERT(false);
-    dr_register_exit_event(event_exit);
+    drmgr_register_exit_event(event_exit);
 }
