@@ -86,6 +86,12 @@ esac
 started=$(date +%s)
 done_step() { [[ -f "$DIR/.done-$1" ]]; }
 mark_done() { date -u +%FT%TZ >"$DIR/.done-$1"; }
+# The DynamoRIO step is wanted when DYNAMORIO_HOME names another tree or version than the
+# one copied (.done-dynamorio records it): a new DYNAMORIO_HOME replaces the old copy.
+dr_wanted() {
+    [[ -n "${DYNAMORIO_HOME:-}" ]] \
+        && [[ "$(cat "$DIR/.done-dynamorio" 2>/dev/null)" != "$DYNAMORIO_HOME $(dr_version "$DYNAMORIO_HOME")" ]]
+}
 client_stale() {
     [[ ! -f "$CLIENT" || "$CLIENT_SRC/roi_inscount.c" -nt "$CLIENT" || "$CLIENT_SRC/CMakeLists.txt" -nt "$CLIENT" ]]
 }
@@ -112,7 +118,7 @@ built() {
     local step
     for step in debs kernel rootfs initrd; do done_step "$step" || return 1; done
     [[ -f "$STAMP" && ! "$ROOT/setup/arm64-vm-init.sh" -nt "$DIR/initrd.img" ]] || return 1
-    [[ -z "${DYNAMORIO_HOME:-}" ]] || done_step dynamorio || return 1
+    ! dr_wanted || return 1
     ! done_step dynamorio || ! client_stale
 }
 if built; then
@@ -121,11 +127,12 @@ if built; then
 fi
 need_disk "$DIR" "$NEED_GIB" "the arm64 guest"
 
-for tool in qemu-system-aarch64 apt-get dpkg-deb cpio gzip; do
+for tool in qemu-system-aarch64 apt-get dpkg-deb cpio aarch64-linux-gnu-readelf; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found; fix: $FIX (installs qemu-system-arm and cpio)"
 done
-dpkg --print-foreign-architectures 2>/dev/null | grep -qx arm64 \
-    || die "the arm64 architecture is not enabled for apt; fix: $FIX (dpkg --add-architecture arm64)"
+# Read whole before grep answers (`cmd | grep -q` under pipefail can die of SIGPIPE).
+archs=$(dpkg --print-foreign-architectures 2>/dev/null || true)
+grep -qx arm64 <<<"$archs" || die "the arm64 architecture is not enabled for apt; fix: $FIX (dpkg --add-architecture arm64)"
 mkdir -p "$DIR" || die "cannot create $DIR; set HARNESS_CACHE to a writable directory"
 rm -f "$STAMP"  # written again only after the boot check passes
 
@@ -198,15 +205,15 @@ if ! done_step initrd || [[ "$ROOT/setup/arm64-vm-init.sh" -nt "$DIR/initrd.img"
 fi
 
 # --- DynamoRIO and the ROI client -----------------------------------------------------------------
-if [[ -n "${DYNAMORIO_HOME:-}" ]] && ! done_step dynamorio; then
+if dr_wanted; then
     command -v aarch64-linux-gnu-strip >/dev/null 2>&1 || die "aarch64-linux-gnu-strip not found; fix: ./harness setup"
-    rm -rf "$DR_DIR"
+    rm -rf "$DR_DIR" "$DIR/.done-dynamorio"
     say "copying DynamoRIO $(dr_version "$DYNAMORIO_HOME") from $DYNAMORIO_HOME"
     cp -a "$DYNAMORIO_HOME/." "$DR_DIR/" || { rm -rf "$DR_DIR"; die "copying $DYNAMORIO_HOME failed"; }
     # Debug information is most of a build's size, and the guest reads the share over 9p.
     find "$DR_DIR" -type f -name '*.debug' -delete
     find "$DR_DIR" -type f \( -name '*.so' -o -path '*/bin64/*' \) -exec aarch64-linux-gnu-strip --strip-debug {} + 2>/dev/null || true
-    mark_done dynamorio
+    echo "$DYNAMORIO_HOME $(dr_version "$DYNAMORIO_HOME")" >"$DIR/.done-dynamorio"
 fi
 # The client follows its source: an edited client is rebuilt without copying DynamoRIO again.
 if done_step dynamorio && client_stale; then
