@@ -149,7 +149,7 @@ def test_dynamorio_roi_counts_equal_the_qemu_plugins(dr_measured: dict[str, Any]
     guest (ArmIE's output line, read by the armie backend's parser) equal the QEMU plugins'
     at VL 128, 256 and 512, and the kernel's checksum is the same."""
     batch = dr_measured["batch"]
-    assert batch.provenance["kernel"].startswith(ABI) and batch.provenance["qemu"].startswith("QEMU emulator version")
+    assert batch.provenance["kernel"].startswith(ABI) and batch.provenance["emulator"].startswith("QEMU emulator version")
     assert "-cpu max,pauth-impdef=on" in batch.provenance["guest_command"]
     for run, out, rec in zip(dr_measured["runs"], batch.outputs, dr_measured["qemu"]):
         assert out.rc == 0, f"VL {run.vl}: {out.stderr[-500:]}"

@@ -187,7 +187,7 @@ def run_batch(guest: Guest, commands: Sequence[str], files: Mapping[str, Path], 
             raise GuestError(f"{name}: the arm64 guest stopped before its batch ended (QEMU exit "
                              f"{proc.returncode}); last console line: {_last_line(text)!r}")
         outputs = [_output(share / "out", i, c) for i, c in enumerate(commands)]
-        provenance = {"kernel": guest.describe().get("kernel", "?"), "qemu": qemu_version(),
+        provenance = {"kernel": guest.describe().get("kernel", "?"), "emulator": qemu_version(),
                       "guest_command": shlex.join(cmd), "dynamorio": guest.describe().get("dynamorio")}
         return Batch(outputs, text, round(seconds, 3), provenance)
 
@@ -259,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for o in batch.outputs:
         print(f"$ {o.command}  (exit {o.rc})")
         sys.stdout.write(o.stdout + o.stderr)
-    print(f"# {batch.seconds:.1f} s; {batch.provenance['kernel']}; {batch.provenance['qemu']}")
+    print(f"# {batch.seconds:.1f} s; {batch.provenance['kernel']}; {batch.provenance['emulator']}")
     return 0 if all(o.rc == 0 for o in batch.outputs) else 1
 
 
