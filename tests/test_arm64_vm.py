@@ -85,6 +85,28 @@ def test_a_missing_emulator_is_one_line_naming_the_setup_command(cache_env: dict
     assert not list((Path(cache_env["HARNESS_CACHE"])).rglob(".done-*"))
 
 
+def test_a_pinned_package_gone_from_the_mirror_is_one_line_and_no_step_is_marked_done(
+        cache_env: dict[str, str], tmp_path: Path) -> None:
+    """apt-get download failing (the mirror dropped the pinned kernel) names the pins to update;
+    the next call starts at that step again (no stamp), whatever this machine has installed."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    stubs = {"apt-get": 'echo "E: Version \'6.1.192-2\' for \'linux-image-6.1.0-56-arm64:arm64\' was not found" >&2; exit 100',
+             "dpkg": "echo arm64", "qemu-system-aarch64": "exit 0", "cpio": "exit 0",
+             "aarch64-linux-gnu-readelf": "exit 0"}
+    for name, body in stubs.items():
+        (tools / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tools / name).chmod(0o755)
+    proc = setup(cache_env, PATH=f"{tools}:{os.environ['PATH']}")
+    assert proc.returncode == 1
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith("setup/arm64-vm.sh: apt-get download failed (log: ") and \
+        last.endswith("the mirror moved on: update KERNEL_VERSION and PINNED in setup/arm64-vm.sh"), proc.stderr
+    guest = Path(cache_env["HARNESS_CACHE"]) / f"arm64-vm-{ABI}"
+    assert "was not found" in (guest / "debs.log").read_text()
+    assert sorted(p.name for p in guest.iterdir()) == ["debs.log"]
+
+
 def test_each_command_of_a_batch_keeps_its_own_status() -> None:
     script = arm64_vm.batch_script(["false", "echo a b"])
     assert script.splitlines() == ["mkdir -p out", "( false ) >out/0.out 2>out/0.err; echo $? >out/0.rc",
