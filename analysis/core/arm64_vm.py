@@ -14,6 +14,7 @@ batch's time limit is killed and named (GuestHang); one that stops before its ba
 from __future__ import annotations
 
 import argparse
+import ctypes
 import shlex
 import shutil
 import signal
@@ -172,7 +173,7 @@ def run_batch(guest: Guest, commands: Sequence[str], files: Mapping[str, Path], 
         cmd = qemu_command(guest, share, icount)
         t0 = time.monotonic()
         with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              start_new_session=True) as proc:
+                              start_new_session=True, preexec_fn=_die_with_parent) as proc:
             try:
                 console, _ = proc.communicate(timeout=time_limit)
             except subprocess.TimeoutExpired:
@@ -190,6 +191,15 @@ def run_batch(guest: Guest, commands: Sequence[str], files: Mapping[str, Path], 
         provenance = {"kernel": guest.describe().get("kernel", "?"), "emulator": qemu_version(),
                       "guest_command": shlex.join(cmd), "dynamorio": guest.describe().get("dynamorio")}
         return Batch(outputs, text, round(seconds, 3), provenance)
+
+
+def _die_with_parent() -> None:
+    """In QEMU's process: SIGKILL when the job that started it dies, even by SIGKILL, so no
+    guest outlives its job (as analysis.backends does for the user-mode runs)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _output(out: Path, i: int, command: str) -> Output:
