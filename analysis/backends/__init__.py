@@ -147,6 +147,9 @@ class Backend(Protocol):
     #                      and its checks skipped, saying so; None: its rows are there whenever the
     #                      sweep asks for them
 
+    EVIDENCE: str  # the data a verdict resting on its rows names, in the summary's verdict table
+    #                ("QEMU plugins", "gem5")
+
     def report(self, counts: DataFrame) -> list[str]:
         """Lines of results/summary.md about its rows of the counts table (gem5: its agreement
         with QEMU's counts); [] for none."""

@@ -43,6 +43,7 @@ HIDE_ENV: dict[str, str] = {}
 SHARES_PREPARATIONS = False
 
 INSCOUNT_CLIENT = "libinscount_emulated.so"
+EVIDENCE = "ArmIE"  # what a verdict resting on its rows names (its stand-in's runs are bench's, not rows)
 OPCODES_CLIENT = "libopcodes_emulated.so"
 
 
