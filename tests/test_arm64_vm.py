@@ -1,7 +1,8 @@
 """The emulated AArch64 guest (issue 35): setup/arm64-vm.sh's answers and refusals (against an
-empty HARNESS_CACHE, nothing built), the runner's batch script and its hang, and the first
-measured check: DynamoRIO's ROI counts in the guest against the QEMU plugins' for one kernel
-of the default sweep at the VLs DynamoRIO supports."""
+empty HARNESS_CACHE, nothing built), the runner's batch script and its hang, and the measured
+checks: DynamoRIO's ROI counts in the guest against the QEMU plugins' for one kernel of the
+default sweep at the VLs DynamoRIO supports, and for every cell of a sweep in batches
+(analysis.backends.armie_guest, which `./harness bench --only armie` runs on the default sweep)."""
 from __future__ import annotations
 
 import os
@@ -11,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from analysis.backends import armie, qemu
+from analysis.backends import Bench, armie, armie_guest, qemu
 from analysis.core import arm64_vm, config
+from analysis.core.table import read_counts
 from analysis.stages import build
 from conftest import REPO, path_without, snakemake
 
@@ -180,3 +182,62 @@ def test_dynamorio_roi_counts_equal_the_qemu_plugins(dr_measured: dict[str, Any]
         dr = armie.parse_inscount(out.stdout + out.stderr)
         want = rec["inscount"]["roi"]
         assert (dr["total"], dr["sve"]) == (want["total"], want["sve"]), f"VL {run.vl}"
+
+
+def test_every_cell_at_another_vl_is_counted_as_not_run() -> None:
+    """The default sweep's cells at VL 128/256/512 go to DynamoRIO (the twin built with ArmIE's
+    markers), every other cell is counted under its VL as not run, none dropped."""
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    todo, not_run = armie_guest.cells(sweep, armie.NAME)
+    runs = [(j, r) for j in sweep.jobs() for r in j.runs]
+    assert len(todo) + sum(not_run.values()) == len(runs)
+    assert {c.run.vl for c in todo} == {128, 256, 512} and {c.binary.backend for c in todo} == {armie.NAME}
+    assert set(not_run) == set(sweep.vector_lengths) - {128, 256, 512}
+    # The VLS builds for 1024 and 2048 run at their own VL only: none of their cells is DynamoRIO's.
+    assert not [c for c in todo if c.binary.build in ("vls1024", "vls2048")]
+    lines = armie_guest.Result("QEMU plugins", not_run=not_run).lines()
+    assert lines[-1] == (f"  VL {', '.join(map(str, sorted(not_run)))}: {sum(not_run.values())} cells "
+                         "not run: DynamoRIO supports VL 128/256/512 only")
+
+
+def test_batches_balance_the_instructions_and_keep_the_order() -> None:
+    sweep = config.load(REPO / "configs" / "tiny.yaml")
+    todo, _ = armie_guest.cells(sweep, armie.NAME)
+    weight = {id(c): (1000 if i == 3 else 1) for i, c in enumerate(todo)}
+    parts = armie_guest.batches(todo, lambda c: weight[id(c)], 2)
+    assert sorted(len(p) for p in parts) == [1, len(todo) - 1] and [todo[3]] in parts
+    assert sorted(id(c) for p in parts for c in p) == sorted(id(c) for c in todo)
+    assert all([todo.index(c) for c in p] == sorted(todo.index(c) for c in p) for p in parts)
+
+
+def test_bench_names_the_setup_command_where_the_guest_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arm64_vm, "missing", lambda: "the arm64 guest is not built (fix: ./harness setup --with-arm64-vm)")
+    b = Bench("configs/default.yaml", REPO, lambda t, h: (0.0, 0.0), lambda *a, **k: {}, lambda v, t: "", {},
+              read_counts, lambda *a: (0.0, 0.0), lambda *a: {})
+    assert armie.bench(b) == (None, ["DynamoRIO in the guest (ArmIE's stand-in): skipped (the arm64 guest is not "
+                                     "built (fix: ./harness setup --with-arm64-vm))"])
+
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_vm
+def test_dynamorio_counts_every_cell_of_a_sweep_as_the_qemu_plugins(tiny_sweep: tuple[Path, Any], work: Path) -> None:
+    """Issue 35 item 3 on the tiny sweep (the default sweep's is bench's): every cell at VL 128
+    and 512, the VLA and the VLS-512 builds, sizes 0, n and 2n, counted by DynamoRIO in two guest
+    boots side by side; ROI total and SVE count equal QEMU's in counts.csv, cell by cell."""
+    results, _ = tiny_sweep
+    sweep = config.load(REPO / "configs" / "tiny.yaml", {"results_dir": str(results), "build_dir": str(work / "build")})
+
+    def binaries(wanted: list[config.Binary]) -> dict[config.Binary, Path]:
+        paths = {b: build.binary_path(sweep.build_dir, b.compiler, b.build, b.backend, b.name) for b in wanted}
+        proc = snakemake(REPO / "configs" / "tiny.yaml", sweep.build_dir, results, [str(p) for p in paths.values()])
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return paths
+
+    result = armie_guest.compare(sweep, read_counts(results / "counts.csv"), armie.NAME, binaries, boots=2)
+    runs = sum(len(j.runs) for j in sweep.jobs())
+    assert (result.compared, result.not_run) == (runs, {})
+    assert (result.differ, result.failed) == ([], [])
+    assert result.equal == runs and len(result.batch_seconds) == 2
+    assert result.lines()[0].startswith(f"DynamoRIO in the guest (ArmIE's stand-in) vs QEMU plugins, ROI total and SVE "
+                                        f"count per cell: {runs} of {runs} cells equal; 2 boots, ")
+    assert result.provenance["kernel"].startswith(ABI)

@@ -26,7 +26,7 @@ from analysis.core.run import Run
 if TYPE_CHECKING:  # annotations only: a count job runs its plan without loading the sweep's configuration
     from pandas import DataFrame
 
-    from analysis.core.config import Job, Sweep
+    from analysis.core.config import Binary, Job, Sweep
 
 
 class RunError(Exception):
@@ -66,6 +66,10 @@ class Bench:
     verdicts: Callable[[str, Path], dict[str, str]]
     # Further top-level entries of bench.json a backend adds (gem5: gem5_sampled), by key.
     extra: dict[str, Any] = field(default_factory=dict)
+    # Builds binaries of the timed sweep on its tree (any backend's markers) and returns their
+    # paths (armie: its stand-in's runs in the guest); None: bench cannot build here.
+    binaries: Callable[[list[Binary]], dict[Binary, Path]] | None = None
+    cores: int = 1  # bench's --cores
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,9 @@ with other work the wall time says little, the CPU time stays comparable.
    simulated instructions per host second, O3 and fast-forward; gem5's sampled mode is refused
    for now (gem5.SAMPLED_REFUSED: a CPU switch loses SVE state), so its validation against full
    O3 (gem5_sampled.bench_sampled, bench.json's gem5_sampled) does not run;
+   where the arm64 guest is built (./harness setup --with-arm64-vm): the default sweep's cells at VL
+   128/256/512 counted by DynamoRIO in the guest, ArmIE's stand-in, against QEMU's ROI totals and
+   SVE counts, cell by cell (target <= 5 min; the other VLs named as not run);
 5. the default sweep's perf measurements (host baselines here, SVE runs on A64FX): native
    timing, no emulation, its length set by the method (processes x calls x sizes); reported
    beside the count sweep, not inside its target;
@@ -160,14 +163,25 @@ def verdicts(cfg: str, results: Path) -> dict[str, str]:
     return out
 
 
+def build_binaries(cfg: str, work: Path, cores: int, wanted: list[config.Binary]) -> dict[config.Binary, Path]:
+    """Build these binaries of the sweep on the tree under `work` (Snakemake; any backend's
+    markers, whether the sweep lists that backend or not) and return their paths."""
+    over = {"results_dir": str(work / "results"), "build_dir": str(work / "build")}
+    sweep = config.load(REPO / cfg, over)
+    paths = {b: build.binary_path(sweep.build_dir, b.compiler, b.build, b.backend, b.name) for b in wanted}
+    if paths:
+        timed(snakemake_cmd(cfg, over, cores, [*map(str, paths.values()), "--quiet", "all"]), cwd=REPO)
+    return paths
+
+
 def backend_parts(cfg: str, work: Path, cores: int, only: str | None = None) -> dict[str, Any]:
     """What each backend (or only the one named) times beyond the count sweep (Backend.bench:
-    gem5's cycle sweep, perf's measurements), on the tree the count sweep was timed in; its
-    lines printed as they come."""
+    gem5's cycle sweep, perf's measurements, ArmIE's stand-in in the guest), on the tree the
+    count sweep was timed in; its lines printed as they come."""
     b = Bench(cfg, work, lambda target, hidden: sweep_time(cfg, work, cores, hidden, target), figure, verdict, TARGETS,
               read_counts,
               lambda other, results, hidden, target: sweep_time(other, work, cores, hidden, target, results),
-              verdicts)
+              verdicts, binaries=lambda wanted: build_binaries(cfg, work, cores, wanted), cores=cores)
     out = {}
     for name, backend in REGISTRY.items():
         if only is not None and name != only:
@@ -271,8 +285,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", choices=list(REGISTRY),
                    help="after the default count sweep, time this backend's part alone (gem5: the cycle sweep, full "
                         "and sampled) and stop")
+    p.add_argument("--counted", type=Path, default=None, metavar="TREE",
+                   help="with --only: a tree (TREE/results, TREE/build) the sweep was already counted into, e.g. . "
+                        "after ./harness sweep: its backend's part runs there, the count sweep is not timed again")
     p.add_argument("--out", type=Path, default=REPO / "results" / "bench.json")
     ns = p.parse_args(argv)
+    if ns.counted is not None:
+        if not ns.only:
+            p.error("--counted goes with --only (the other parts time sweeps from a clean tree)")
+        if not (ns.counted / "results" / "counts.csv").is_file():
+            p.error(f"--counted {ns.counted}: no results/counts.csv there: run ./harness sweep first")
+        report = {"cores": ns.cores, "host": os.uname().nodename, "load_avg_start": os.getloadavg()[0],
+                  "counted": str(ns.counted.resolve())}
+        report.update(backend_parts(ns.config, ns.counted.resolve(), ns.cores, ns.only))
+        return finish(report, ns.out, None)
     report: dict[str, Any] = {"cores": ns.cores, "host": os.uname().nodename, "load_avg_start": os.getloadavg()[0]}
     wall, cpu, _ = timed([str(REPO / "setup" / "install.sh")])
     report["setup_noop_s"] = round(wall, 3)
@@ -334,8 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     return finish(report, ns.out, work)
 
 
-def finish(report: dict[str, Any], out: Path, work: Path) -> int:
-    shutil.rmtree(work, ignore_errors=True)
+def finish(report: dict[str, Any], out: Path, work: Path | None) -> int:
+    if work is not None:
+        shutil.rmtree(work, ignore_errors=True)
     report["load_avg_end"] = os.getloadavg()[0]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
