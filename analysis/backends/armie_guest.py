@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
     from analysis.core.model import Sweep
 
-# The client counts every module: a ROI that calls glibc (memcpy per block, the IFUNC memcpy)
-# runs those instructions too, and the QEMU plugins count them.
+# The client counts every module: the kernels are static (glibc inside), but the MPI rows' ROIs
+# run Open MPI's shared libraries, and the QEMU plugins count those instructions too.
 CLIENT_ARGS = ("-shared_libs",)
 # How much longer than the sweep's time limit for a QEMU run a run in the guest may take
 # (DynamoRIO's code cache under system-mode TCG), and what a boot and power-off may take.
