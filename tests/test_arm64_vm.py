@@ -10,11 +10,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from analysis.backends import Bench, armie, armie_guest, qemu
+from analysis.commands import bench
 from analysis.core import arm64_vm, config
-from analysis.core.table import read_counts
+from analysis.core.table import COLUMNS, read_counts, write_counts
 from analysis.stages import build
 from conftest import REPO, path_without, snakemake
 
@@ -216,6 +218,28 @@ def test_bench_names_the_setup_command_where_the_guest_is_missing(monkeypatch: p
               read_counts, lambda *a: (0.0, 0.0), lambda *a: {})
     assert armie.bench(b) == (None, ["DynamoRIO in the guest (ArmIE's stand-in): skipped (the arm64 guest is not "
                                      "built (fix: ./harness setup --with-arm64-vm))"])
+
+
+@pytest.mark.parametrize("backends", ["[]", "[qemu]"])
+def test_bench_without_the_reference_counts_is_one_line_naming_the_fix(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, backends: str) -> None:
+    """`bench --only armie --counted TREE` on a sweep listing no other counting backend (it raised
+    StopIteration), or on a tree without that backend's counts: one line naming what is missing
+    and the command that fixes it, exit 2 as bench's other bad input, nothing built or written."""
+    monkeypatch.setattr(arm64_vm, "missing", lambda: None)  # the refusal comes before any guest is needed
+    cfg = tmp_path / "sweep.yaml"
+    cfg.write_text((REPO / "configs" / "tiny.yaml").read_text().replace("backends: [qemu]", f"backends: {backends}"))
+    tree = tmp_path / "tree"
+    (tree / "results").mkdir(parents=True)
+    write_counts(pd.DataFrame(columns=COLUMNS), tree / "results" / "counts.csv")
+    before = sorted(tmp_path.rglob("*"))
+    rc = bench.main(["--only", armie.NAME, "--counted", str(tree), "--config", str(cfg), "--out", str(tmp_path / "b.json")])
+    err = capsys.readouterr().err
+    fix = f"./harness sweep --config {cfg} --set results_dir={tree}/results --set build_dir={tree}/build"
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("error: ") and err.rstrip().endswith(
+        f"then {fix}" if backends == "[]" else f"({fix})")
+    assert ("it lists none (backends: [])" if backends == "[]" else "have no qemu counts") in err
+    assert sorted(tmp_path.rglob("*")) == before
 
 
 @pytest.mark.slow

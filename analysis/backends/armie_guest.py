@@ -28,6 +28,7 @@ from analysis.backends import RunError, parse_ok_line
 from analysis.backends.armie_format import parse_inscount
 from analysis.backends.registry import REGISTRY
 from analysis.core import arm64_vm
+from analysis.core.config import REPO, ConfigError
 from analysis.core.kernels import parse_build
 from analysis.core.model import Binary
 from analysis.core.run import Run
@@ -173,16 +174,19 @@ def compare(sweep: Sweep, counts: DataFrame, backend: str, binaries: Callable[[l
     """Every cell of the sweep at the VLs DynamoRIO supports, counted in the guest in `boots`
     batches booted side by side, against the rows of `counts` of the sweep's other counting
     backend. `backend`: whose binaries (markers) run in the guest; `binaries` builds them and
-    returns their paths. Raises GuestError when a batch did not end (a hang, a guest that died)."""
-    guest = guest or arm64_vm.find_guest()
-    reference = next(b for b in sweep.backends if b != backend)
-    result = Result(REGISTRY[reference].EVIDENCE)
-    todo, result.not_run = cells(sweep, backend)
+    returns their paths. Raises ConfigError, before anything is built or booted, when the sweep
+    lists no other counting backend or `counts` lacks its counts of a cell; GuestError when a
+    batch did not end (a hang, a guest that died)."""
+    reference = reference_backend(sweep, backend)
+    todo, not_run = cells(sweep, backend)
     want = reference_counts(counts, reference)
     missing = [c for c in todo if c.key() not in want]
     if missing:
-        raise ValueError(f"{len(missing)} cells have no {reference} counts (e.g. {missing[0].name()}): "
-                         f"run the sweep first (./harness sweep --config {sweep.path})")
+        raise ConfigError(f"{len(missing)} cells of {_shown(sweep.path)} have no {reference} counts in "
+                          f"{sweep.results_dir / 'counts.csv'} (e.g. {missing[0].name()}): count them there first "
+                          f"({sweep_command(sweep)})")
+    guest = guest or arm64_vm.find_guest()
+    result = Result(REGISTRY[reference].EVIDENCE, not_run=not_run)
     paths = binaries(sorted({c.binary for c in todo}, key=lambda b: (b.compiler, b.build, b.name)))
     files = {c.guest_path(): paths[c.binary] for c in todo}
     parts = batches(todo, lambda c: want[c.key()].get("whole.total", 0) + 1, boots)
@@ -208,6 +212,28 @@ def compare(sweep: Sweep, counts: DataFrame, backend: str, binaries: Callable[[l
                 result.differ.append(f"{cell.name()}: DynamoRIO {got[0]} total, {got[1]} SVE; "
                                      f"{reference} {expected[0]} total, {expected[1]} SVE")
     return result
+
+
+def reference_backend(sweep: Sweep, backend: str) -> str:
+    """The sweep's other counting backend (the QEMU plugins), whose counts DynamoRIO's are
+    compared with; ConfigError naming the fix when the sweep lists none."""
+    others = [b for b in sweep.backends if b != backend and REGISTRY[b].STAGE == "count"]
+    if not others:
+        raise ConfigError(f"{_shown(sweep.path)}: DynamoRIO's counts in the guest are compared with another counting "
+                          f"backend's, and it lists none (backends: [{', '.join(sweep.backends)}]): add qemu to its "
+                          f"backends, then {sweep_command(sweep)}")
+    return others[0]
+
+
+def sweep_command(sweep: Sweep) -> str:
+    """The command that counts `sweep` into the tree it was loaded with."""
+    return (f"./harness sweep --config {_shown(sweep.path)} --set results_dir={_shown(sweep.results_dir)} "
+            f"--set build_dir={_shown(sweep.build_dir)}")
+
+
+def _shown(path: Path) -> str:
+    """A path as a command run from the repository takes it: relative when inside it."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def _children_cpu() -> float:

@@ -57,7 +57,7 @@ from analysis.commands.bench_common import HIDDEN, TARGETS, timed, verdict
 from analysis.commands.bench_slurm import slurm_sweeps
 from analysis.commands.guard import snakemake_cmd
 from analysis.core import config, mpi
-from analysis.core.table import read_counts, read_provenance
+from analysis.core.table import TableError, read_counts, read_provenance
 from analysis.stages import build
 from analysis.stages.checks import claim
 from analysis.stages.series import by_category
@@ -295,6 +295,17 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--counted goes with --only (the other parts time sweeps from a clean tree)")
         if not (ns.counted / "results" / "counts.csv").is_file():
             p.error(f"--counted {ns.counted}: no results/counts.csv there: run ./harness sweep first")
+    try:
+        return run_parts(ns)
+    except (config.ConfigError, TableError) as e:
+        # A sweep file or a counted tree a part cannot use: one line, as the other commands say it.
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def run_parts(ns: argparse.Namespace) -> int:
+    """bench's parts as `ns` asks (main's checked arguments); bench.json written at the end."""
+    if ns.counted is not None:
         report = {"cores": ns.cores, "host": os.uname().nodename, "load_avg_start": os.getloadavg()[0],
                   "counted": str(ns.counted.resolve())}
         report.update(backend_parts(ns.config, ns.counted.resolve(), ns.cores, ns.only))
