@@ -18,6 +18,10 @@
 #                                    hwloc), then cross-build the pinned Open MPI 5.0.9 with its
 #                                    NEON/SVE op component into a cache outside the repository
 #                                    (setup/ompi5.sh); Debian's Open MPI 4.1 is left as it is
+#   setup/install.sh --with-arm64-vm also qemu-system-arm, cpio and cmake, then build the emulated
+#                                    AArch64 Linux guest (Debian's arm64 kernel, an initramfs with
+#                                    perf; DynamoRIO given by DYNAMORIO_HOME) into a cache outside
+#                                    the repository (setup/arm64-vm.sh)
 #   setup/install.sh --force         ignore the stamp and recheck everything
 #   setup/install.sh --venv-only     only the Python venv: no apt, no tool checks (a cluster
 #                                    without apt or root, e.g. A64FX nodes; ./harness does
@@ -89,6 +93,9 @@ APT_GEM5=(scons python3-dev zlib1g-dev m4 libprotobuf-dev protobuf-compiler
 # Open MPI 5's build from a git checkout (autogen.pl) and its external hwloc (arm64 multiarch,
 # as for --with-mpi: the same guard, no removal).
 APT_OMPI5=(autoconf automake libtool flex perl libhwloc-dev:arm64)
+# The emulated AArch64 guest (issue 35): the system emulator, the initramfs packer, and cmake for
+# the DynamoRIO client. Its arm64 packages are downloaded (apt-get download), not installed.
+APT_ARM64_VM=(qemu-system-arm cpio cmake)
 # Where Debian's arm64 Open MPI puts its headers (the file the cheap recheck looks for).
 MPI_HEADER=/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h
 # Host toolchain named in every apt install command (protects it from removal).
@@ -390,7 +397,7 @@ enable_arm64() {
     arm64_enabled && compgen -G '/var/lib/apt/lists/*binary-arm64_Packages*' >/dev/null && return 0
     need_root_or_explain "dpkg --add-architecture arm64"
     if ! arm64_enabled; then
-        say "enabling the arm64 architecture (dpkg --add-architecture arm64) for Debian's arm64 Open MPI"
+        say "enabling the arm64 architecture (dpkg --add-architecture arm64) for Debian's arm64 packages"
         "${SUDO[@]}" dpkg --add-architecture arm64 || die "dpkg --add-architecture arm64 failed"
     fi
     APT_UPDATED=0
@@ -476,6 +483,7 @@ WITH_MPI=0
 WITH_GEM5=0
 WITH_SLURM=0
 WITH_OMPI5=0
+WITH_ARM64_VM=0
 FORCE=0
 SIMFILE=""
 while [[ $# -gt 0 ]]; do
@@ -488,6 +496,7 @@ while [[ $# -gt 0 ]]; do
         --with-slurm) WITH_SLURM=1 ;;
         --stop-slurm) exec "$ROOT/setup/slurm.sh" stop ;;
         --with-ompi5) WITH_OMPI5=1 ;;
+        --with-arm64-vm) WITH_ARM64_VM=1 ;;
         --force) FORCE=1 ;;
         --check-simulation)
             # Bad input: exit 2 with the fix (a bare `shift` past the end exited 1 without a word).
@@ -518,6 +527,7 @@ if [[ $WITH_MPI -eq 1 ]]; then APT_PKGS+=("${APT_MPI[@]}"); fi
 if [[ $WITH_GEM5 -eq 1 ]]; then APT_PKGS+=("${APT_GEM5[@]}"); fi
 if [[ $WITH_SLURM -eq 1 ]]; then APT_PKGS+=("${APT_SLURM[@]}"); CMDS+=(slurmctld:slurmctld slurmd:slurmd sinfo:slurm-client munged:munge); fi
 if [[ $WITH_OMPI5 -eq 1 ]]; then APT_PKGS+=("${APT_OMPI5[@]}"); fi
+if [[ $WITH_ARM64_VM -eq 1 ]]; then APT_PKGS+=("${APT_ARM64_VM[@]}"); CMDS+=(qemu-system-aarch64:qemu-system-arm cpio:cpio cmake:cmake); fi
 
 [[ -f "$REQS" ]] || die "requirements.txt missing at $REQS; restore it from git"
 [[ -f "$REQS_SLURM" ]] || die "requirements-slurm.txt missing at $REQS_SLURM; restore it from git"
@@ -544,6 +554,11 @@ if [[ $MODE == check ]]; then
     if [[ $WITH_GEM5 -eq 1 ]] && ! "$ROOT/setup/gem5.sh" --path >/dev/null 2>&1; then
         problems+=("gem5 not built at $("$ROOT/setup/gem5.sh" --where) (fix: $ME --with-gem5)")
     fi
+    if [[ $WITH_ARM64_VM -eq 1 ]]; then
+        arm64_enabled || problems+=("dpkg architecture arm64 not enabled (fix: $ME --with-arm64-vm)")
+        "$ROOT/setup/arm64-vm.sh" --path >/dev/null 2>&1 \
+            || problems+=("the arm64 guest is not built at $("$ROOT/setup/arm64-vm.sh" --where) (fix: $ME --with-arm64-vm)")
+    fi
     if [[ ${#problems[@]} -eq 0 ]]; then
         echo "$ME --check: all present (python $py, ${#APT_PKGS[@]} apt packages, .venv matches requirements.txt)"
         exit 0
@@ -554,6 +569,7 @@ if [[ $MODE == check ]]; then
     [[ $WITH_GEM5 -eq 1 ]] && fixcmd+=" --with-gem5"
     [[ $WITH_SLURM -eq 1 ]] && fixcmd+=" --with-slurm"
     [[ $WITH_OMPI5 -eq 1 ]] && fixcmd+=" --with-ompi5"
+    [[ $WITH_ARM64_VM -eq 1 ]] && fixcmd+=" --with-arm64-vm"
     echo "fix: run $fixcmd (as root, or as a user with sudo)"
     exit 1
 fi
@@ -566,11 +582,12 @@ fast_ok() {
         && [[ -z "$(missing_cmds "${CMDS[@]}")" ]] \
         && [[ $WITH_MPI -eq 0 || -f "$MPI_HEADER" ]]
 }
-# Daemons and builds are not behind the stamp: slurm.sh starts what is not running, gem5.sh and
-# ompi5.sh keep their own stamps (a second call does nothing).
+# Daemons and builds are not behind the stamp: slurm.sh starts what is not running, gem5.sh,
+# ompi5.sh and arm64-vm.sh keep their own stamps (a second call does nothing).
 run_builds() {
     if [[ $WITH_SLURM -eq 1 ]]; then "$ROOT/setup/slurm.sh" start || exit 1; fi
     if [[ $WITH_OMPI5 -eq 1 ]]; then "$ROOT/setup/ompi5.sh" || exit 1; fi
+    if [[ $WITH_ARM64_VM -eq 1 ]]; then "$ROOT/setup/arm64-vm.sh" || exit 1; fi
     if [[ $WITH_GEM5 -eq 1 ]]; then exec "$ROOT/setup/gem5.sh"; fi
     exit 0
 }
@@ -583,6 +600,8 @@ if fast_ok; then exec 9>&-; run_builds; fi
 
 mapfile -t MISSING < <(missing_apt "${APT_PKGS[@]}")
 if [[ $WITH_MPI -eq 1 || $WITH_OMPI5 -eq 1 ]] && printf '%s\n' "${MISSING[@]}" | grep -q ':arm64$'; then enable_arm64; fi
+# The guest's packages are downloaded for arm64: the architecture and its lists must be there.
+if [[ $WITH_ARM64_VM -eq 1 ]]; then enable_arm64; fi
 if [[ ${#MISSING[@]} -gt 0 ]]; then
     apt_install "${MISSING[@]}"
     mapfile -t STILL < <(missing_apt "${APT_PKGS[@]}")
@@ -601,7 +620,7 @@ setup_venv "$PY"
 pins_in "$REQS" "" tops >"$MANIFEST.tmp" && mv "$MANIFEST.tmp" "$MANIFEST"
 grep -qxF "$KEY" "$STAMP" 2>/dev/null || echo "$KEY" >>"$STAMP"
 # A set with extras contains the base set: a later run without them is a no-op too.
-if [[ $WITH_CLANG -eq 1 || $WITH_MPI -eq 1 || $WITH_GEM5 -eq 1 || $WITH_SLURM -eq 1 || $WITH_OMPI5 -eq 1 ]]; then
+if [[ $WITH_CLANG -eq 1 || $WITH_MPI -eq 1 || $WITH_GEM5 -eq 1 || $WITH_SLURM -eq 1 || $WITH_OMPI5 -eq 1 || $WITH_ARM64_VM -eq 1 ]]; then
     BASE_KEY="$(stamp_key "${APT_BASE[@]}")"
     grep -qxF "$BASE_KEY" "$STAMP" || echo "$BASE_KEY" >>"$STAMP"
 fi

@@ -22,7 +22,7 @@ from typing import Protocol
 import pytest
 
 from analysis.backends import gem5, perf
-from analysis.core import config, mpi
+from analysis.core import arm64_vm, config, mpi
 
 TESTS = Path(__file__).resolve().parent
 SLOW = "slow"
@@ -42,6 +42,8 @@ MARKERS = {
     "needs_ompi_src": "needs an Open MPI 5.0.9 source tree (OMPI_SRC, or the clone ./harness setup --with-ompi5 makes)",
     "needs_slurm": "needs slurm-wlm and munge (./harness setup --with-slurm)",
     "needs_perf": "needs a perf that can count on this host (linux-perf, perf_event_paranoid)",
+    "needs_arm64_vm": "needs the emulated AArch64 guest with DynamoRIO "
+                      "(DYNAMORIO_HOME=<AArch64 DynamoRIO> ./harness setup --with-arm64-vm)",
 }
 
 
@@ -85,11 +87,16 @@ def _perf() -> str | None:
     return None if status.host else "; ".join(status.messages)
 
 
+def _arm64_vm() -> str | None:
+    return arm64_vm.missing()
+
+
 # needs_* marker -> its probe: None when the part is here, else the line that says what is
 # missing and how to get it (the skip's reason).
 PROBES: dict[str, Callable[[], str | None]] = {
     "needs_clang": _clang, "needs_chromium": _chromium, "needs_gem5": _gem5, "needs_mpi": _mpi,
     "needs_ompi5": _ompi5, "needs_ompi_src": _ompi_src, "needs_slurm": _slurm, "needs_perf": _perf,
+    "needs_arm64_vm": _arm64_vm,
 }
 
 # Every fixture defined under tests/ -> the markers of the tests that use it. A fixture that
@@ -104,6 +111,10 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "tiny_sweep": (SLOW,),
     # test_ab.py
     "ab_sweep": (),  # a sweep file written; `ab` builds when a test runs it
+    # test_arm64_vm.py
+    "cache_env": (),
+    "dr_binaries": (SLOW,),
+    "dr_measured": (SLOW, "needs_arm64_vm"),
     # test_bad_input.py
     "harness": (),
     "read_only_dir": (),

@@ -316,6 +316,16 @@ def test_check_with_ompi5_names_the_missing_build(tmp_path):
     assert "fix: run setup/install.sh --with-ompi5" in proc.stdout
 
 
+def test_check_with_arm64_vm_names_the_missing_guest(tmp_path):
+    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run(["bash", str(INSTALL), "--check", "--with-arm64-vm"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 1
+    assert (f"the arm64 guest is not built at {tmp_path / 'cache' / 'arm64-vm-6.1.0-56-arm64'} "
+            "(fix: setup/install.sh --with-arm64-vm)") in proc.stdout
+    assert "fix: run setup/install.sh --with-arm64-vm" in proc.stdout
+
+
 def test_harness_caches_bytecode_under_venv_despite_dontwritebytecode(tmp_path: Path):
     """Every count job and figure is a Python start: with PYTHONDONTWRITEBYTECODE in the
     caller's environment (CI here sets it) each start compiled the harness's modules again,

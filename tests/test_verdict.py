@@ -141,14 +141,14 @@ def _shipped_summary(tmp_path: Path) -> str:
 def test_summary_opens_with_the_verdict_table(tmp_path: Path) -> None:
     text = _shipped_summary(tmp_path)
     table = [ln for ln in text.splitlines() if ln.startswith("|")]
-    assert table[0] == "| claim | paper | ours | verdict |"
+    assert table[0] == "| claim | paper | ours | verdict | evidence |"
     assert table[2].startswith("| Fig. 4: memcpy block by block: count constant across VL | constant | max/min - 1 = 12.903% | "
                                "reproduced under the paper's conditions: per-block __memcpy_generic (paper-era). Pair "
                                "(series memcpy memcpy vs __memcpy_generic): ")
-    assert table[2].endswith("per-block __memcpy_generic (paper-era) = max/min - 1 = 0.000% |")
+    assert table[2].endswith("per-block __memcpy_generic (paper-era) = max/min - 1 = 0.000% | QEMU plugins |")
     assert "| differs: both compilers vectorize the element-wise loop as tightly as ACLE. Pair (compiler gcc vs clang): " \
            "GCC 12: ACLE / element-wise = 1 .. 1 (VL 128 .. 128); clang 14: ACLE / element-wise = 1.23 .. 1.23" in table[3]
-    assert table[4].endswith("| not run: gem5 not found, the cycle sweep did not run |")
+    assert table[4].endswith("| not run: gem5 not found, the cycle sweep did not run | gem5 |")
     assert "FAIL |" not in "\n".join(table[:5])
 
 

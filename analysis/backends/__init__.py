@@ -26,7 +26,7 @@ from analysis.core.run import Run
 if TYPE_CHECKING:  # annotations only: a count job runs its plan without loading the sweep's configuration
     from pandas import DataFrame
 
-    from analysis.core.config import Job, Sweep
+    from analysis.core.config import Binary, Job, Sweep
 
 
 class RunError(Exception):
@@ -66,6 +66,10 @@ class Bench:
     verdicts: Callable[[str, Path], dict[str, str]]
     # Further top-level entries of bench.json a backend adds (gem5: gem5_sampled), by key.
     extra: dict[str, Any] = field(default_factory=dict)
+    # Builds binaries of the timed sweep on its tree (any backend's markers) and returns their
+    # paths (armie: its stand-in's runs in the guest); None: bench cannot build here.
+    binaries: Callable[[list[Binary]], dict[Binary, Path]] | None = None
+    cores: int = 1  # bench's --cores
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,9 @@ class Backend(Protocol):
     #                      rows (a tool found on some machines only): its figures are then left out
     #                      and its checks skipped, saying so; None: its rows are there whenever the
     #                      sweep asks for them
+
+    EVIDENCE: str  # the data a verdict resting on its rows names, in the summary's verdict table
+    #                ("QEMU plugins", "gem5")
 
     def report(self, counts: DataFrame) -> list[str]:
         """Lines of results/summary.md about its rows of the counts table (gem5: its agreement

@@ -19,17 +19,19 @@ from __future__ import annotations
 import glob
 import os
 import platform
-import re
 import shutil
 import subprocess
 import time
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-from analysis.backends import (Plan, Ready, RunError, cell_name, count_job,
-                               no_bench, no_report, parse_ok_line, run_limited, staged)
+from analysis.backends import (Bench, Plan, Ready, RunError, cell_name, count_job, no_report, parse_ok_line,
+                               run_limited, staged)
+from analysis.backends import armie_guest
+from analysis.backends.armie_format import parse_inscount, parse_opcodes  # ArmIE's outputs (and the stand-in's)
 from analysis.backends.clients import check_client_record, client_metrics
-from analysis.core.config import VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep
+from analysis.core import arm64_vm
+from analysis.core.config import REPO, VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep, load
 from analysis.core.toolchain import ToolchainError, first_line
 
 NAME = "armie"
@@ -41,6 +43,7 @@ TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
 NOT_RUN = None  # it runs wherever the sweep lists it (preflight fails where it cannot)
 HIDE_ENV: dict[str, str] = {}
 SHARES_PREPARATIONS = False
+EVIDENCE = "ArmIE"  # what a verdict resting on its rows names (its stand-in's runs are bench's, not rows)
 
 INSCOUNT_CLIENT = "libinscount_emulated.so"
 OPCODES_CLIENT = "libopcodes_emulated.so"
@@ -84,27 +87,25 @@ def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]
 
 check_record = check_client_record  # the counting clients' shape
 report = no_report
-bench = no_bench  # bench times it as the count sweep
 
 
-# --- ArmIE's command line and outputs ----------------------------------------------------------
+def bench(b: Bench) -> tuple[dict[str, Any] | None, list[str]]:
+    """Its stand-in measured (issue 35 item 3): the timed sweep's cells at VL 128/256/512 counted
+    by DynamoRIO in the emulated guest, against the sweep's counts (analysis.backends.armie_guest);
+    one line naming the setup command where the guest is not built."""
+    why = arm64_vm.missing()
+    if why is not None or b.binaries is None:
+        return None, [f"DynamoRIO in the guest (ArmIE's stand-in): skipped ({why or 'no way to build its binaries'})"]
+    sweep = load(REPO / b.config, {"results_dir": str(b.work / "results"), "build_dir": str(b.work / "build")})
+    result = armie_guest.compare(sweep, b.read_counts(sweep.results_dir / "counts.csv"), NAME, b.binaries, b.cores)
+    entry = {**result.entry(), "target_s": b.targets["dynamorio_s"], "met": result.seconds <= b.targets["dynamorio_s"]
+             and result.equal == result.compared}
+    lines = result.lines()
+    lines[0] += f" ({b.verdict(result.seconds, b.targets['dynamorio_s'])})"
+    return entry, lines
 
-# `<N> instructions executed of which <M> were emulated instructions` (printed with %llu).
-_INSCOUNT_RE = re.compile(
-    r"^\s*(\d+) instructions executed of which (\d+) were emulated instructions\s*$"
-)
-# undecoded.txt / undecoded.<app>.<pid>.log line: `%9lu : 0x%08x`.
-_UNDECODED_RE = re.compile(r"^\s*(\d+)\s*:\s*0x([0-9a-fA-F]{8})\s*$")
 
-
-def _content_lines(text: str) -> list[tuple[int, str]]:
-    """(1-based line number, line) for every line that is not blank and not a `#` comment."""
-    return [
-        (i, line)
-        for i, line in enumerate(text.splitlines(), start=1)
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
-
+# --- ArmIE's command line (its outputs: analysis.backends.armie_format) --------------------------
 
 def build_command(armie: str, vl_bits: int, client_lib: str, binary: str, args: list[str]) -> list[str]:
     """The argv that runs `binary args` under ArmIE at `vl_bits` with instrumentation client `client_lib`.
@@ -136,67 +137,6 @@ def armie_available() -> str | None:
     return shutil.which("armie")
 
 
-def parse_inscount(text: str) -> dict:
-    """Parse `libinscount_emulated.so` output into `{"total": N, "sve": M, "classes": None}`.
-
-    `text` is the client's output (stderr/stdout of the run, possibly mixed with the program's
-    own output). Exactly one count line must be present: none means the client did not run or
-    the program did not exit normally; two or more mean several processes (e.g. MPI ranks)
-    shared one stream, and picking one would silently give a wrong number. `classes` is None
-    because ArmIE does not classify instructions the way our QEMU inscount client does.
-    """
-    found: list[tuple[int, int, int]] = []
-    for lineno, line in _content_lines(text):
-        m = _INSCOUNT_RE.match(line)
-        if m:
-            found.append((lineno, int(m.group(1)), int(m.group(2))))
-    if not found:
-        raise ValueError(
-            "ArmIE inscount: no '<N> instructions executed of which <M> were emulated instructions' "
-            "line found: was the run made with -i libinscount_emulated.so and did it exit normally?"
-        )
-    if len(found) > 1:
-        lines = ", ".join(str(f[0]) for f in found)
-        raise ValueError(
-            f"ArmIE inscount: {len(found)} count lines (lines {lines}); expected exactly one: "
-            "give each process (MPI rank) its own output file"
-        )
-    lineno, total, emulated = found[0]
-    if emulated > total:
-        raise ValueError(
-            f"ArmIE inscount line {lineno}: {emulated} emulated > {total} executed; the total "
-            "includes the emulated instructions, so this output is corrupt"
-        )
-    return {"total": total, "sve": emulated, "classes": None}
-
-
-def parse_opcodes(undecoded_text: str) -> list[dict]:
-    """Parse `undecoded.txt` / `undecoded.<app>.<pid>.log` into `[{"encoding": "0x%08x", "count": N}]`.
-
-    Each non-blank, non-`#` line must be `%9lu : 0x%08x` (count : 32-bit encoding of an emulated
-    SVE instruction). Encodings are normalised to lower-case 8-digit hex, as in our opcodes JSON,
-    so both backends decode through the same objdump cache. A malformed line or an encoding that
-    appears twice (e.g. two files concatenated) raises ValueError naming the line. The result is
-    sorted by count descending, then encoding, so it does not depend on ArmIE's tie order.
-    """
-    seen: dict[str, int] = {}
-    out: list[dict] = []
-    for lineno, line in _content_lines(undecoded_text):
-        m = _UNDECODED_RE.match(line)
-        if not m:
-            raise ValueError(
-                f"ArmIE undecoded line {lineno}: {line.strip()[:80]!r} is not '<count> : 0x<8 hex digits>'"
-            )
-        encoding = f"0x{int(m.group(2), 16):08x}"
-        if encoding in seen:
-            raise ValueError(
-                f"ArmIE undecoded line {lineno}: encoding {encoding} already listed on line "
-                f"{seen[encoding]}: pass one undecoded file per run"
-            )
-        seen[encoding] = lineno
-        out.append({"encoding": encoding, "count": int(m.group(1))})
-    out.sort(key=lambda e: (-e["count"], e["encoding"]))
-    return out
 
 
 def _armie_run(cmd: list[str], cwd: Path, cell: str, timeout: float | None = None) -> tuple[subprocess.CompletedProcess, float]:

@@ -38,6 +38,7 @@ TABLE = "perf.csv"  # where its rows go: statistics over processes (stats_rows, 
 SHARES_PREPARATIONS = False
 NOT_RUN = None  # its rows go to perf.csv, whose figures and checks are its section's own (analysis.stages.plot --stats)
 HIDE_ENV: dict[str, str] = {}  # bench times its measurements apart (target perf_all)
+EVIDENCE = "perf on A64FX"  # its claims compare SVE runs, native on an A64FX (perf_summary.md)
 report = no_report  # results/perf_summary.md is its report (analysis.stages.summary.stats_summary)
 
 SEP = ";"  # perf does not quote fields; event names may contain commas

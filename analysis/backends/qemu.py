@@ -38,6 +38,7 @@ GROUPED = True  # through Slurm its cells (a second or two each) share grouped S
 TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
 NOT_RUN = None  # it runs wherever the sweep lists it (preflight fails where it cannot)
 HIDE_ENV: dict[str, str] = {}
+EVIDENCE = "QEMU plugins"  # the summary names its rows' verdicts so
 SHARES_PREPARATIONS = True  # its plans name a folder of shared preparations (run_batch's prep_cache)
 
 QEMU = "qemu-aarch64"

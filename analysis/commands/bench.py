@@ -15,6 +15,9 @@ with other work the wall time says little, the CPU time stays comparable.
    sampled mode (refused in sweeps, gem5.SAMPLED_REFUSED: bench runs it to measure it), validated
    against it cell by cell (gem5_sampled.bench_sampled: bench.json's gem5_sampled; targets
    <= 4 min, every cell within 2 %, at most 1 in 100 outside its interval);
+   where the arm64 guest is built (./harness setup --with-arm64-vm): the default sweep's cells at VL
+   128/256/512 counted by DynamoRIO in the guest, ArmIE's stand-in, against QEMU's ROI totals and
+   SVE counts, cell by cell (target <= 5 min; the other VLs named as not run);
 5. the default sweep's perf measurements (host baselines here, SVE runs on A64FX): native
    timing, no emulation, its length set by the method (processes x calls x sizes); reported
    beside the count sweep, not inside its target;
@@ -55,7 +58,7 @@ from analysis.commands.bench_common import HIDDEN, TARGETS, timed, verdict
 from analysis.commands.bench_slurm import slurm_sweeps
 from analysis.commands.guard import snakemake_cmd
 from analysis.core import config, mpi
-from analysis.core.table import read_counts, read_provenance
+from analysis.core.table import TableError, read_counts, read_provenance
 from analysis.stages import build
 from analysis.stages.checks import claim
 from analysis.stages.series import by_category
@@ -161,14 +164,25 @@ def verdicts(cfg: str, results: Path) -> dict[str, str]:
     return out
 
 
+def build_binaries(cfg: str, work: Path, cores: int, wanted: list[config.Binary]) -> dict[config.Binary, Path]:
+    """Build these binaries of the sweep on the tree under `work` (Snakemake; any backend's
+    markers, whether the sweep lists that backend or not) and return their paths."""
+    over = {"results_dir": str(work / "results"), "build_dir": str(work / "build")}
+    sweep = config.load(REPO / cfg, over)
+    paths = {b: build.binary_path(sweep.build_dir, b.compiler, b.build, b.backend, b.name) for b in wanted}
+    if paths:
+        timed(snakemake_cmd(cfg, over, cores, [*map(str, paths.values()), "--quiet", "all"]), cwd=REPO)
+    return paths
+
+
 def backend_parts(cfg: str, work: Path, cores: int, only: str | None = None) -> dict[str, Any]:
     """What each backend (or only the one named) times beyond the count sweep (Backend.bench:
-    gem5's cycle sweep, perf's measurements), on the tree the count sweep was timed in; its
-    lines printed as they come."""
+    gem5's cycle sweep, perf's measurements, ArmIE's stand-in in the guest), on the tree the
+    count sweep was timed in; its lines printed as they come."""
     b = Bench(cfg, work, lambda target, hidden: sweep_time(cfg, work, cores, hidden, target), figure, verdict, TARGETS,
               read_counts,
               lambda other, results, hidden, target: sweep_time(other, work, cores, hidden, target, results),
-              verdicts)
+              verdicts, binaries=lambda wanted: build_binaries(cfg, work, cores, wanted), cores=cores)
     out = {}
     for name, backend in REGISTRY.items():
         if only is not None and name != only:
@@ -272,8 +286,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", choices=list(REGISTRY),
                    help="after the default count sweep, time this backend's part alone (gem5: the cycle sweep, full "
                         "and sampled) and stop")
+    p.add_argument("--counted", type=Path, default=None, metavar="TREE",
+                   help="with --only: a tree (TREE/results, TREE/build) the sweep was already counted into, e.g. . "
+                        "after ./harness sweep: its backend's part runs there, the count sweep is not timed again")
     p.add_argument("--out", type=Path, default=REPO / "results" / "bench.json")
     ns = p.parse_args(argv)
+    if ns.counted is not None:
+        if not ns.only:
+            p.error("--counted goes with --only (the other parts time sweeps from a clean tree)")
+        if not (ns.counted / "results" / "counts.csv").is_file():
+            p.error(f"--counted {ns.counted}: no results/counts.csv there: run ./harness sweep first")
+    try:
+        return run_parts(ns)
+    except (config.ConfigError, TableError) as e:
+        # A sweep file or a counted tree a part cannot use: one line, as the other commands say it.
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def run_parts(ns: argparse.Namespace) -> int:
+    """bench's parts as `ns` asks (main's checked arguments); bench.json written at the end."""
+    if ns.counted is not None:
+        report = {"cores": ns.cores, "host": os.uname().nodename, "load_avg_start": os.getloadavg()[0],
+                  "counted": str(ns.counted.resolve())}
+        report.update(backend_parts(ns.config, ns.counted.resolve(), ns.cores, ns.only))
+        return finish(report, ns.out, None)
     report: dict[str, Any] = {"cores": ns.cores, "host": os.uname().nodename, "load_avg_start": os.getloadavg()[0]}
     wall, cpu, _ = timed([str(REPO / "setup" / "install.sh")])
     report["setup_noop_s"] = round(wall, 3)
@@ -335,8 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     return finish(report, ns.out, work)
 
 
-def finish(report: dict[str, Any], out: Path, work: Path) -> int:
-    shutil.rmtree(work, ignore_errors=True)
+def finish(report: dict[str, Any], out: Path, work: Path | None) -> int:
+    if work is not None:
+        shutil.rmtree(work, ignore_errors=True)
     report["load_avg_end"] = os.getloadavg()[0]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

@@ -1,6 +1,7 @@
-"""The reports the plot stage writes: results/summary.md (the verdict table, every claim and its
-lines, the codegen reasons, the backends' own sections (gem5 against QEMU), the explained cells, linearity, the ratio tables)
-and results/perf_summary.md (machine, settings, the timing claims, every cell's statistics).
+"""The reports the plot stage writes: results/summary.md (the verdict table with the data each
+verdict rests on, every claim and its lines, the codegen reasons, the backends' own sections
+(gem5 against QEMU), the explained cells, linearity, the ratio tables) and results/perf_summary.md
+(machine, settings, the timing claims, every cell's statistics).
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from analysis.backends import perf_table  # perf.csv: its statuses
+from analysis.backends.registry import REGISTRY
 from analysis.core import config
 from analysis.stages.checks import Claim
 from analysis.stages.plotplan import discussed_cells
@@ -19,14 +21,23 @@ from analysis.stages.series import select
 CHECK_METRIC = config.schema_default(config.SWEEP_SCHEMA, "properties", "checks", "items", "properties", "metric")
 
 
+def evidence(check: config.Check) -> str:
+    """The data a check's verdict rests on: the backend of its own line and of each condition
+    (the sweep file's `backend`, else its first counting backend), as each backend names its
+    data (Backend.EVIDENCE)."""
+    backends = dict.fromkeys([check.backend, *(c.check.backend for c in check.conditions)])
+    return ", ".join(REGISTRY[b].EVIDENCE for b in backends)
+
+
 def verdict_table(claims: list[Claim]) -> list[str]:
-    """The summary's opening table (and the README's): claim, paper, ours, verdict."""
-    out = ["| claim | paper | ours | verdict |", "|---|---|---|---|"]
+    """The summary's opening table (and the README's): claim, paper, ours, verdict, and the
+    backend whose data the verdict rests on."""
+    out = ["| claim | paper | ours | verdict | evidence |", "|---|---|---|---|---|"]
     for r in claims:
         cell = r.verdict.text() if r.verdict is not None else r.result
-        out.append(f"| Fig. {r.check.figure}: {r.check.claim} | {r.paper} | {r.ours} | {cell} |")
+        out.append(f"| Fig. {r.check.figure}: {r.check.claim} | {r.paper} | {r.ours} | {cell} | {evidence(r.check)} |")
     if not claims:
-        out.append("| (no checks configured) | | | |")
+        out.append("| (no checks configured) | | | | |")
     return out
 
 

@@ -1,0 +1,251 @@
+"""ArmIE's stand-in, measured (issue 35 item 3): a sweep's count cells at the VLs DynamoRIO
+supports, counted by DynamoRIO with the harness's ROI client (armie_clients/dynamorio/) in the
+emulated AArch64 guest, against the ROI totals and SVE counts the sweep's counting backend (the
+QEMU plugins) wrote into counts.csv.
+
+Each cell runs the ArmIE-marker build of its binary (kernels/roi/roi_armie.S; the same code and
+addresses as the QEMU-marker build: kernels/roi/roi_slot.inc), and its output is read by the
+armie backend's parser, as real ArmIE's would be. The cells go into a few batches, one guest
+boot each (never one per run), balanced by the instructions QEMU counted for them and booted
+side by side, one per core. A cell at a VL DynamoRIO cannot run (it crashes at start-up at VL
+384, 640, 1024, 2048) is reported as not run, never dropped.
+
+`./harness bench --only armie` runs it on the default sweep (armie.bench); the test is
+tests/test_arm64_vm.py.
+"""
+from __future__ import annotations
+
+import heapq
+import resource
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from analysis.backends import RunError, parse_ok_line
+from analysis.backends.armie_format import parse_inscount
+from analysis.backends.registry import REGISTRY
+from analysis.core import arm64_vm
+from analysis.core.config import REPO, ConfigError
+from analysis.core.kernels import parse_build
+from analysis.core.model import Binary
+from analysis.core.run import Run
+
+if TYPE_CHECKING:
+    from pandas import DataFrame
+
+    from analysis.core.model import Sweep
+
+# The client counts every module: the kernels are static (glibc inside), but the MPI rows' ROIs
+# run Open MPI's shared libraries, and the QEMU plugins count those instructions too.
+CLIENT_ARGS = ("-shared_libs",)
+# How much longer than the sweep's time limit for a QEMU run a run in the guest may take
+# (DynamoRIO's code cache under system-mode TCG), and what a boot and power-off may take.
+TIME_FACTOR = 6.0
+BOOT_SECONDS = 120.0
+# The counts compared, as the counts table names them.
+METRICS = ("roi.total", "roi.sve")
+KEY = ["kernel", "variant", "op", "dtype", "build", "cpu_model", "compiler", "vl", "size"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a sweep's count job, as DynamoRIO in the guest runs it."""
+    binary: Binary  # the ArmIE-marker binary (backend armie)
+    cpu_model: str
+    run: Run
+
+    def key(self) -> tuple[Any, ...]:
+        """The cell as the counts table keys it (KEY; its build column says vls, not vls512)."""
+        b, r = self.binary, self.run
+        return (b.kernel, b.variant, r.op, r.dtype, parse_build(b.build).column, self.cpu_model, b.compiler, r.vl, r.size)
+
+    def name(self) -> str:
+        b, r = self.binary, self.run
+        opd = f" {r.op}/{r.dtype}" if r.op != "-" else ""
+        return f"{b.name}{opd} {b.compiler} {b.build} VL {r.vl} size {r.size}"
+
+    def guest_path(self) -> str:
+        """Where the binary is in the guest's share (relative to its working directory)."""
+        b = self.binary
+        return f"bin/{b.compiler}/{b.build}/{b.name}"
+
+
+@dataclass
+class Result:
+    """What `compare` found: the cells compared, those that differ (with both counts), the
+    cells not run by VL and why, and the batches' times and provenance."""
+    reference: str  # the backend the counts were compared with, as the verdicts name it
+    compared: int = 0
+    equal: int = 0
+    differ: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # a run that gave no count: the cell and why
+    not_run: dict[int, int] = field(default_factory=dict)  # VL -> cells
+    not_run_why: str = arm64_vm.NOT_RUN_VL
+    batch_seconds: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    # CPU seconds of the guests (QEMU's processes): what stays comparable on a shared machine.
+    cpu_seconds: float = 0.0
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def entry(self) -> dict[str, Any]:
+        return {"reference": self.reference, "compared": self.compared, "equal": self.equal, "differ": self.differ,
+                "failed": self.failed, "not_run": {str(v): n for v, n in sorted(self.not_run.items())},
+                "not_run_why": self.not_run_why, "boots": len(self.batch_seconds),
+                "batch_seconds": self.batch_seconds, "seconds": round(self.seconds, 1),
+                "cpu_s": round(self.cpu_seconds, 1), "provenance": self.provenance}
+
+    def lines(self) -> list[str]:
+        out = [f"DynamoRIO in the guest (ArmIE's stand-in) vs {self.reference}, ROI total and SVE count per cell: "
+               f"{self.equal} of {self.compared} cells equal; {len(self.batch_seconds)} boots, {self.seconds:.1f} s "
+               f"({self.cpu_seconds:.0f} CPU s)"]
+        out += [f"  differs: {d}" for d in self.differ]
+        out += [f"  no count: {f}" for f in self.failed]
+        if self.not_run:
+            vls = ", ".join(str(v) for v in sorted(self.not_run))
+            out.append(f"  VL {vls}: {sum(self.not_run.values())} cells {self.not_run_why}")
+        return out
+
+
+def cells(sweep: Sweep, backend: str) -> tuple[list[Cell], dict[int, int]]:
+    """The sweep's count cells DynamoRIO can run (each job's twin built for `backend`, ArmIE's
+    markers), and the number it cannot, by VL."""
+    out: list[Cell] = []
+    not_run: dict[int, int] = {}
+    for job in sweep.jobs():
+        if job.binary.backend == backend:
+            continue
+        twin = replace(job.binary, backend=backend)
+        for run in job.runs:
+            if run.vl in arm64_vm.DYNAMORIO_VLS and run.sve:
+                out.append(Cell(twin, job.cpu_model, run))
+            else:
+                not_run[run.vl] = not_run.get(run.vl, 0) + 1
+    return out, not_run
+
+
+def reference_counts(counts: DataFrame, backend: str) -> dict[tuple[Any, ...], dict[str, int]]:
+    """The ROI total and SVE count of every cell of `backend` in the counts table, by cell key."""
+    d = counts[(counts["backend"] == backend) & counts["metric"].isin([*METRICS, "whole.total"])]
+    out: dict[tuple[Any, ...], dict[str, int]] = {}
+    for row in d.itertuples(index=False):
+        key = tuple(getattr(row, k) for k in KEY)
+        out.setdefault(key, {})[row.metric] = int(row.value)
+    return out
+
+
+def batches(items: Sequence[Cell], weight: Callable[[Cell], float], n: int) -> list[list[Cell]]:
+    """`items` in at most `n` batches of about equal weight (largest first, each to the lightest
+    batch), each batch in the items' order."""
+    heap = [(0.0, i) for i in range(max(1, min(n, len(items))))]
+    out: list[list[Cell]] = [[] for _ in heap]
+    for cell in sorted(items, key=weight, reverse=True):
+        load, i = heapq.heappop(heap)
+        out[i].append(cell)
+        heapq.heappush(heap, (load + weight(cell), i))
+    order = {id(c): k for k, c in enumerate(items)}
+    return [sorted(b, key=lambda c: order[id(c)]) for b in out if b]
+
+
+def command(cell: Cell) -> str:
+    return arm64_vm.dynamorio_command(cell.run.vl, [f"./{cell.guest_path()}", *cell.run.argv()], CLIENT_ARGS)
+
+
+def read_output(cell: Cell, out: arm64_vm.Output) -> tuple[int, int]:
+    """(ROI total, ROI SVE count) of one run in the guest; RunError naming the cell when the run
+    failed, ran at another VL, or printed no count."""
+    if out.rc != 0:
+        last = (out.stderr.strip() or out.stdout.strip() or f"exit {out.rc}").splitlines()[-1]
+        raise RunError(f"exit {out.rc}: {last[:200]}")
+    fields = parse_ok_line(out.stdout, cell.name())
+    if int(fields["vl"]) != cell.run.vl:
+        raise RunError(f"the kernel ran at VL {fields['vl']}")
+    try:
+        got = parse_inscount(out.stdout + out.stderr)
+    except ValueError as e:
+        raise RunError(str(e)) from None
+    return got["total"], got["sve"]
+
+
+def compare(sweep: Sweep, counts: DataFrame, backend: str, binaries: Callable[[list[Binary]], dict[Binary, Path]],
+            boots: int, guest: arm64_vm.Guest | None = None) -> Result:
+    """Every cell of the sweep at the VLs DynamoRIO supports, counted in the guest in `boots`
+    batches booted side by side, against the rows of `counts` of the sweep's other counting
+    backend. `backend`: whose binaries (markers) run in the guest; `binaries` builds them and
+    returns their paths. Raises ConfigError, before anything is built or booted, when the sweep
+    lists no other counting backend or `counts` lacks its counts of a cell; GuestError when a
+    batch did not end (a hang, a guest that died)."""
+    reference = reference_backend(sweep, backend)
+    todo, not_run = cells(sweep, backend)
+    want = reference_counts(counts, reference)
+    missing = [c for c in todo if c.key() not in want]
+    if missing:
+        raise ConfigError(f"{len(missing)} cells of {_shown(sweep.path)} have no {reference} counts in "
+                          f"{sweep.results_dir / 'counts.csv'} (e.g. {missing[0].name()}): count them there first "
+                          f"({sweep_command(sweep)})")
+    guest = guest or arm64_vm.find_guest()
+    result = Result(REGISTRY[reference].EVIDENCE, not_run=not_run)
+    paths = binaries(sorted({c.binary for c in todo}, key=lambda b: (b.compiler, b.build, b.name)))
+    files = {c.guest_path(): paths[c.binary] for c in todo}
+    parts = batches(todo, lambda c: want[c.key()].get("whole.total", 0) + 1, boots)
+    t0, c0 = time.monotonic(), _children_cpu()
+    with ThreadPoolExecutor(len(parts)) as pool:
+        runs = list(pool.map(lambda part: _run_batch(sweep, guest, part, files, reference), enumerate(parts)))
+    result.seconds, result.cpu_seconds = time.monotonic() - t0, _children_cpu() - c0
+    for part, batch in zip(parts, runs):
+        result.batch_seconds.append(batch.seconds)
+        result.provenance = batch.provenance
+        for cell, out in zip(part, batch.outputs):
+            result.compared += 1
+            try:
+                got = read_output(cell, out)
+            except RunError as e:
+                result.failed.append(f"{cell.name()}: {e}")
+                continue
+            ref = want[cell.key()]
+            expected = (ref["roi.total"], ref.get("roi.sve", 0))
+            if got == expected:
+                result.equal += 1
+            else:
+                result.differ.append(f"{cell.name()}: DynamoRIO {got[0]} total, {got[1]} SVE; "
+                                     f"{reference} {expected[0]} total, {expected[1]} SVE")
+    return result
+
+
+def reference_backend(sweep: Sweep, backend: str) -> str:
+    """The sweep's other counting backend (the QEMU plugins), whose counts DynamoRIO's are
+    compared with; ConfigError naming the fix when the sweep lists none."""
+    others = [b for b in sweep.backends if b != backend and REGISTRY[b].STAGE == "count"]
+    if not others:
+        raise ConfigError(f"{_shown(sweep.path)}: DynamoRIO's counts in the guest are compared with another counting "
+                          f"backend's, and it lists none (backends: [{', '.join(sweep.backends)}]): add qemu to its "
+                          f"backends, then {sweep_command(sweep)}")
+    return others[0]
+
+
+def sweep_command(sweep: Sweep) -> str:
+    """The command that counts `sweep` into the tree it was loaded with."""
+    return (f"./harness sweep --config {_shown(sweep.path)} --set results_dir={_shown(sweep.results_dir)} "
+            f"--set build_dir={_shown(sweep.build_dir)}")
+
+
+def _shown(path: Path) -> str:
+    """A path as a command run from the repository takes it: relative when inside it."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _run_batch(sweep: Sweep, guest: arm64_vm.Guest, numbered: tuple[int, list[Cell]], files: dict[str, Path],
+               reference: str) -> arm64_vm.Batch:
+    i, part = numbered
+    limit = BOOT_SECONDS + sum(sweep.time_limit(c.binary.kernel, c.binary.variant, c.run.size,
+                                                REGISTRY[reference].time_factor(sweep) * TIME_FACTOR) for c in part)
+    needed = {c.guest_path() for c in part}
+    return arm64_vm.run_batch(guest, [command(c) for c in part], {k: v for k, v in files.items() if k in needed}, limit,
+                              f"DynamoRIO batch {i + 1}")

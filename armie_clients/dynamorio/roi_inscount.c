@@ -1,0 +1,231 @@
+/*
+ * roi_inscount.c - a DynamoRIO client that stands in for ArmIE's
+ * libinscount_emulated.so inside the emulated AArch64 guest (issue 35).
+ *
+ * It counts the application's instructions between the ArmIE ROI markers
+ * (kernels/roi/roi_armie.S: .inst 0x2520e020 begin, 0x2520e040 end) and at
+ * exit prints ArmIE's line on stderr:
+ *     <N> instructions executed of which <M> were emulated instructions
+ * so analysis/backends/armie.py parses real output. ArmIE's M counts the SVE
+ * instructions it emulated on a host without SVE; the guest CPU has SVE and
+ * DynamoRIO runs them natively, so M here is the SVE-encoded instructions
+ * ((enc & 0x1e000000) == 0x04000000, the rule of armie_clients/decode.c).
+ *
+ * ROI semantics follow the QEMU plugins (armie_clients/tbstats.h): the two
+ * markers themselves are not counted, every instruction executed between
+ * them is; several begin/end pairs are summed; a nested begin or an end
+ * without a begin makes the ROI unbalanced and no count line is printed (a
+ * missing line is an error for the parser, a wrong number would not be).
+ *
+ * The markers are unallocated encodings (SIGILL on every CPU): the client
+ * removes them from the code it builds, so the program runs as if they were
+ * NOPs, as it does under ArmIE.
+ *
+ * Options (ArmIE's sample client names):
+ *   -noROI       count the whole program instead of the ROI
+ *   -shared_libs count every module (default: the main executable only)
+ *
+ * Single-threaded programs only: the counters are plain globals updated by
+ * clean calls (the harness's kernels run one thread; MPI ranks are processes).
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dr_api.h"
+#include "drmgr.h"
+
+#define ROI_BEGIN 0x2520e020u
+#define ROI_END 0x2520e040u
+
+static uint64 total, sve;             /* every counted instruction */
+static uint64 roi_total, roi_sve;     /* closed ROIs */
+static uint64 begin_total, begin_sve; /* the counters at the open ROI's begin */
+static uint64 begins, ends;
+static bool in_roi, roi_error;
+static bool whole_program, shared_libs;
+static app_pc exe_start, exe_end;
+static ptr_uint_t note_base; /* drmgr note values of the two marker labels */
+
+static bool
+is_sve(uint enc)
+{
+    return (enc & 0x1e000000u) == 0x04000000u;
+}
+
+/* The 32-bit encoding of an application instruction (0 when it cannot be read). */
+static uint
+encoding(instr_t *instr)
+{
+    uint enc = 0;
+    app_pc pc = instr_get_app_pc(instr);
+    if (pc == NULL || !dr_safe_read(pc, sizeof enc, &enc, NULL))
+        return 0;
+    return enc;
+}
+
+static bool
+is_marker_label(instr_t *instr, ptr_uint_t *which)
+{
+    if (!instr_is_label(instr))
+        return false;
+    ptr_uint_t note = (ptr_uint_t)instr_get_note(instr);
+    if (note != note_base && note != note_base + 1)
+        return false;
+    *which = note - note_base;
+    return true;
+}
+
+/* An instruction the application executes: labels (ours, and any a library adds) are not,
+ * though DynamoRIO creates them as application instructions. */
+static bool
+executed(instr_t *instr)
+{
+    return instr_is_app(instr) && !instr_is_label(instr);
+}
+
+static bool
+counted(void *tag)
+{
+    app_pc pc = dr_fragment_app_pc(tag);
+    return shared_libs || (pc >= exe_start && pc < exe_end);
+}
+
+/* Clean calls: no floating-point or SVE state is touched, so none is saved. */
+static void
+add(uint n, uint m)
+{
+    total += n;
+    sve += m;
+}
+
+static void
+mark(uint which)
+{
+    if (which == 0) {
+        begins++;
+        if (in_roi)
+            roi_error = true;
+        in_roi = true;
+        begin_total = total;
+        begin_sve = sve;
+    } else {
+        ends++;
+        if (!in_roi) {
+            roi_error = true;
+            return;
+        }
+        in_roi = false;
+        roi_total += total - begin_total;
+        roi_sve += sve - begin_sve;
+    }
+}
+
+/* Replace each marker by a label the insertion pass turns into a mark() call: executed
+ * natively the marker would raise SIGILL. */
+static dr_emit_flags_t
+event_app2app(void *drcontext, void *tag, instrlist_t *bb, bool for_trace, bool translating)
+{
+    instr_t *instr, *next;
+    for (instr = instrlist_first_app(bb); instr != NULL; instr = next) {
+        next = instr_get_next_app(instr);
+        uint enc = encoding(instr);
+        if (enc != ROI_BEGIN && enc != ROI_END)
+            continue;
+        instr_t *label = INSTR_CREATE_label(drcontext);
+        instr_set_note(label, (void *)(note_base + (enc == ROI_BEGIN ? 0 : 1)));
+        instrlist_preinsert(bb, instr, label);
+        instrlist_remove(bb, instr);
+        instr_destroy(drcontext, instr);
+    }
+    return DR_EMIT_DEFAULT;
+}
+
+/* A segment is a run of application instructions between the block's ends and marker
+ * labels: one add() at its first instruction counts all of it. A marker's mark() runs
+ * after the segment before it was added and before the one after it is. */
+static dr_emit_flags_t
+event_insert(void *drcontext, void *tag, instrlist_t *bb, instr_t *instr, bool for_trace,
+             bool translating, void *user_data)
+{
+    ptr_uint_t which;
+    drmgr_disable_auto_predication(drcontext, bb);
+    if (!counted(tag))
+        return DR_EMIT_DEFAULT;
+    if (is_marker_label(instr, &which)) {
+        dr_insert_clean_call(drcontext, bb, instr, (void *)mark, false, 1,
+                             OPND_CREATE_INT32((int)which));
+        return DR_EMIT_DEFAULT;
+    }
+    if (!executed(instr))
+        return DR_EMIT_DEFAULT;
+    instr_t *prev;
+    for (prev = instr_get_prev(instr); prev != NULL; prev = instr_get_prev(prev)) {
+        if (is_marker_label(prev, &which) || executed(prev))
+            break;
+    }
+    if (prev != NULL && executed(prev))
+        return DR_EMIT_DEFAULT; /* not the first instruction of its segment */
+    uint n = 0, m = 0;
+    for (instr_t *in = instr; in != NULL; in = instr_get_next(in)) {
+        if (is_marker_label(in, &which))
+            break;
+        if (!executed(in))
+            continue;
+        n++;
+        if (is_sve(encoding(in)))
+            m++;
+    }
+    dr_insert_clean_call(drcontext, bb, instr, (void *)add, false, 2, OPND_CREATE_INT32((int)n),
+                         OPND_CREATE_INT32((int)m));
+    return DR_EMIT_DEFAULT;
+}
+
+static void
+event_exit(void)
+{
+    if (whole_program) {
+        dr_fprintf(STDERR, "%llu instructions executed of which %llu were emulated instructions\n",
+                   (unsigned long long)total, (unsigned long long)sve);
+    } else if (roi_error || in_roi || begins == 0 || begins != ends) {
+        dr_fprintf(STDERR,
+                   "roi_inscount: ROI markers not balanced (begins %llu, ends %llu): no count\n",
+                   (unsigned long long)begins, (unsigned long long)ends);
+    } else {
+        dr_fprintf(STDERR, "%llu instructions executed of which %llu were emulated instructions\n",
+                   (unsigned long long)roi_total, (unsigned long long)roi_sve);
+    }
+    drmgr_unregister_bb_app2app_event(event_app2app);
+    drmgr_unregister_bb_insertion_event(event_insert);
+    drmgr_exit();
+}
+
+DR_EXPORT void
+dr_client_main(client_id_t id, int argc, const char *argv[])
+{
+    dr_set_client_name("roi_inscount (ArmIE libinscount_emulated.so stand-in)", "issue 35");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-noROI") == 0)
+            whole_program = true;
+        else if (strcmp(argv[i], "-shared_libs") == 0)
+            shared_libs = true;
+        else {
+            dr_fprintf(STDERR, "roi_inscount: unknown option '%s' (known: -noROI -shared_libs)\n",
+                       argv[i]);
+            dr_abort();
+        }
+    }
+    module_data_t *exe = dr_get_main_module();
+    DR_ASSERT(exe != NULL);
+    exe_start = exe->start;
+    exe_end = exe->end;
+    dr_free_module_data(exe);
+    if (!drmgr_init())
+        DR_ASSERT(false);
+    note_base = drmgr_reserve_note_range(2);
+    DR_ASSERT(note_base != DRMGR_NOTE_NONE);
+    if (!drmgr_register_bb_app2app_event(event_app2app, NULL) ||
+        !drmgr_register_bb_instrumentation_event(NULL, event_insert, NULL))
+        DR_ASSERT(false);
+    drmgr_register_exit_event(event_exit);
+}

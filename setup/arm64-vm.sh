@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# Build the emulated AArch64 Linux guest (issue 35) into a cache directory outside the
+# repository: Debian 12's arm64 kernel, an initramfs with busybox, perf and the libraries they
+# need, and (given DYNAMORIO_HOME) an AArch64 DynamoRIO with the harness's ROI client
+# (armie_clients/dynamorio). analysis/core/arm64_vm.py boots it under qemu-system-aarch64.
+#
+#   setup/arm64-vm.sh            build what is missing (a second call does nothing)
+#   setup/arm64-vm.sh --path     print the guest directory; "not built" on stderr and exit 1
+#                                when there is none yet; build nothing
+#   setup/arm64-vm.sh --where    print where the guest is or will be; build nothing
+#   setup/arm64-vm.sh --dynamorio
+#                                print the guest's DynamoRIO directory; "not installed" on
+#                                stderr and exit 1 when it has none; build nothing
+#
+# Environment:
+#   DYNAMORIO_HOME=DIR  an AArch64 DynamoRIO install tree (DynamoRIO's AArch64 Linux release
+#                       package unpacked, or an install of your own build), version
+#                       $DR_MIN_VERSION or newer: it is copied into the guest's share and the
+#                       client is built against it. Without it the guest runs without DynamoRIO.
+#   HARNESS_CACHE=DIR   cache root (default ${XDG_CACHE_HOME:-~/.cache}/sve-harness)
+#
+# Steps (each writes its stamp last; a failed step removes only its own output, so the next
+# call resumes at that step): debs (apt-get download of the pinned arm64 packages), kernel
+# (vmlinuz and the 9p modules), rootfs (the packages unpacked with dpkg-deb -x; every shared
+# library perf needs must be in it), initrd (cpio), dynamorio (copy, client), check (a boot).
+#
+# Why an initramfs and not a disk image: no root, loop device or binfmt_misc is needed
+# (debootstrap --foreign needs binfmt_misc, which containers lack), and the guest boots to its
+# init in about 3 s (../shared/reference/arm64-vm-dynamorio.md). Binaries and records go
+# through a 9p share; the Debian kernel has 9p and virtio-mmio as modules, loaded by /init.
+#
+# Called by `setup/install.sh --with-arm64-vm` after qemu-system-arm and cpio went through its
+# no-removal apt guard and the arm64 architecture was enabled (apt-get download needs its lists).
+set -euo pipefail
+
+ME="setup/arm64-vm.sh"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# The guest kernel: Debian 12's arm64 kernel of this point release (the version perf matches).
+KERNEL_ABI="6.1.0-56-arm64"
+KERNEL_VERSION="6.1.192-2"
+# Pinned: what the guest measures with. The libraries below are perf's shared-library closure
+# (the rootfs step checks it) at the mirror's current versions, recorded in guest.txt.
+PINNED=("linux-image-$KERNEL_ABI=$KERNEL_VERSION" "linux-perf=$KERNEL_VERSION"
+        "busybox-static=1:1.35.0-4+deb12u1+b1")
+LIBS=(libc6 libgcc-s1 libstdc++6 zlib1g liblzma5 libzstd1 libbz2-1.0 libelf1 libdw1 libunwind8
+      libslang2 libperl5.36 libcrypt1 libdb5.3 libgdbm6 libgdbm-compat4 libpython3.11 libexpat1
+      libffi8 libcap2 libnuma1 libopencsd1 libbabeltrace1 libglib2.0-0 libpcre2-8-0 libmount1
+      libblkid1 libselinux1 libuuid1)
+# Loaded by /init in this order (modinfo depends: 9p needs 9pnet, fscache, netfs).
+MODULES=(fs/netfs/netfs fs/fscache/fscache net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p
+         drivers/virtio/virtio_mmio)
+# busybox applets the batches and /init use (no --install: busybox cannot run on the host).
+APPLETS=(sh ash cat cp cut date dmesg echo env false grep head id insmod ls mkdir mount mv
+         poweroff printf rm sed seq sleep sort sync tail tee test timeout tr true umount uname wc)
+# DynamoRIO runs SVE code from 11.0 on (signal context, scatter/gather: the reference note).
+DR_MIN_VERSION="11.0"
+NEED_GIB=${ARM64_VM_NEED_GIB:-2}
+
+die() { echo "$ME: $*" >&2; exit 1; }
+bad() { echo "$ME: $*" >&2; exit 2; }
+say() { echo "$ME: $*" >&2; }
+
+# shellcheck source=setup/cache.sh
+source "$(dirname "$0")/cache.sh"
+DIR="$CACHE/arm64-vm-$KERNEL_ABI"
+DR_DIR="$DIR/dynamorio"
+STAMP="$DIR/installed"
+CLIENT_SRC="$ROOT/armie_clients/dynamorio"
+CLIENT="$DR_DIR/harness/libroi_inscount.so"
+FIX="./harness setup --with-arm64-vm"
+
+case "${1:-}" in
+    --path)
+        [[ -f "$STAMP" ]] && { echo "$DIR"; exit 0; }
+        echo "$ME: the arm64 guest is not built (it would be $DIR; fix: $FIX)" >&2
+        exit 1 ;;
+    --where) echo "$DIR"; exit 0 ;;
+    --dynamorio)
+        [[ -f "$DIR/.done-dynamorio" && -f "$CLIENT" ]] && { echo "$DR_DIR"; exit 0; }
+        echo "$ME: the arm64 guest has no DynamoRIO (fix: DYNAMORIO_HOME=<AArch64 DynamoRIO install> $FIX)" >&2
+        exit 1 ;;
+    "") ;;
+    *) bad "unknown option '$1'; usage: $ME [--path | --where | --dynamorio]" ;;
+esac
+
+started=$(date +%s)
+done_step() { [[ -f "$DIR/.done-$1" ]]; }
+mark_done() { date -u +%FT%TZ >"$DIR/.done-$1"; }
+# The DynamoRIO step is wanted when DYNAMORIO_HOME names another tree or version than the
+# one copied (.done-dynamorio records it): a new DYNAMORIO_HOME replaces the old copy.
+dr_wanted() {
+    [[ -n "${DYNAMORIO_HOME:-}" ]] \
+        && [[ "$(cat "$DIR/.done-dynamorio" 2>/dev/null)" != "$DYNAMORIO_HOME $(dr_version "$DYNAMORIO_HOME")" ]]
+}
+client_stale() {
+    [[ ! -f "$CLIENT" || "$CLIENT_SRC/roi_inscount.c" -nt "$CLIENT" || "$CLIENT_SRC/CMakeLists.txt" -nt "$CLIENT" ]]
+}
+
+# Version of the DynamoRIO install tree $1 (from its CMake package), or nothing.
+dr_version() {
+    # `set(PACKAGE_VERSION 11.91.0)` in DynamoRIO's own builds; quoted in other CMake packages.
+    sed -n 's/^ *set *( *PACKAGE_VERSION *"\{0,1\}\([0-9.]*\)"\{0,1\} *).*/\1/p' "$1/cmake/DynamoRIOConfigVersion.cmake" 2>/dev/null
+}
+version_at_least() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" == "$2" ]]; }
+
+# Bad input first: nothing under the cache is created and no tool is needed to refuse it.
+if [[ -n "${DYNAMORIO_HOME:-}" ]]; then
+    [[ -x "$DYNAMORIO_HOME/bin64/drrun" && -f "$DYNAMORIO_HOME/cmake/DynamoRIOConfig.cmake" ]] \
+        || bad "DYNAMORIO_HOME=$DYNAMORIO_HOME is not a DynamoRIO install tree (no bin64/drrun or cmake/DynamoRIOConfig.cmake)"
+    file_out=$(od -An -tx1 -j18 -N2 "$DYNAMORIO_HOME/bin64/drrun" | tr -d ' ')
+    [[ "$file_out" == "b700" ]] || bad "DYNAMORIO_HOME=$DYNAMORIO_HOME is not an AArch64 DynamoRIO (bin64/drrun is not an AArch64 ELF)"
+    have=$(dr_version "$DYNAMORIO_HOME")
+    [[ -n "$have" ]] && version_at_least "$have" "$DR_MIN_VERSION" \
+        || bad "DYNAMORIO_HOME=$DYNAMORIO_HOME is DynamoRIO ${have:-of unknown version}; the guest needs $DR_MIN_VERSION or newer"
+fi
+# Built: every step's stamp, the boot check's, and an initramfs newer than the /init it holds.
+built() {
+    local step
+    for step in debs kernel rootfs initrd; do done_step "$step" || return 1; done
+    [[ -f "$STAMP" && ! "$ROOT/setup/arm64-vm-init.sh" -nt "$DIR/initrd.img" ]] || return 1
+    ! dr_wanted || return 1
+    ! done_step dynamorio || ! client_stale
+}
+if built; then
+    say "the arm64 guest is built: $DIR"
+    exit 0
+fi
+need_disk "$DIR" "$NEED_GIB" "the arm64 guest"
+
+for tool in qemu-system-aarch64 apt-get dpkg-deb cpio aarch64-linux-gnu-readelf; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool not found; fix: $FIX (installs qemu-system-arm and cpio)"
+done
+# Read whole before grep answers (`cmd | grep -q` under pipefail can die of SIGPIPE).
+archs=$(dpkg --print-foreign-architectures 2>/dev/null || true)
+grep -qx arm64 <<<"$archs" || die "the arm64 architecture is not enabled for apt; fix: $FIX (dpkg --add-architecture arm64)"
+mkdir -p "$DIR" || die "cannot create $DIR; set HARNESS_CACHE to a writable directory"
+rm -f "$STAMP"  # written again only after the boot check passes
+
+# --- debs --------------------------------------------------------------------------------------
+if ! done_step debs; then
+    rm -rf "$DIR/debs"; mkdir -p "$DIR/debs"
+    want=()
+    for p in "${PINNED[@]}"; do want+=("${p%%=*}:arm64=${p#*=}"); done
+    for p in "${LIBS[@]}"; do want+=("$p:arm64"); done
+    say "downloading ${#want[@]} arm64 packages (Debian 12, kernel $KERNEL_ABI $KERNEL_VERSION)"
+    # _apt cannot write into a root-owned cache: download as the caller (the warning says so).
+    if ! (cd "$DIR/debs" && apt-get -q -o APT::Sandbox::User="$(id -un)" download "${want[@]}") >"$DIR/debs.log" 2>&1; then
+        rm -rf "$DIR/debs"
+        die "apt-get download failed (log: $DIR/debs.log); if it says a pinned version is not found, the mirror moved on: update KERNEL_VERSION and PINNED in $ME"
+    fi
+    mark_done debs
+fi
+
+# --- kernel ------------------------------------------------------------------------------------
+# Only vmlinuz and the modules /init loads are kept: the whole package unpacks to 350 MB.
+if ! done_step kernel; then
+    rm -rf "$DIR/kernel" "$DIR/vmlinuz" "$DIR/modules"; mkdir -p "$DIR/kernel" "$DIR/modules"
+    dpkg-deb -x "$DIR"/debs/linux-image-"$KERNEL_ABI"_*_arm64.deb "$DIR/kernel" \
+        || { rm -rf "$DIR/kernel" "$DIR/modules"; die "unpacking the kernel package failed; fix: rm -f $DIR/.done-debs and rerun $FIX"; }
+    for m in "${MODULES[@]}"; do
+        cp "$DIR/kernel/lib/modules/$KERNEL_ABI/kernel/$m.ko" "$DIR/modules/" \
+            || { rm -rf "$DIR/kernel" "$DIR/modules"; die "the kernel has no $m.ko; the module list in $ME no longer fits $KERNEL_ABI"; }
+    done
+    cp "$DIR/kernel/boot/vmlinuz-$KERNEL_ABI" "$DIR/vmlinuz"
+    rm -rf "$DIR/kernel"
+    mark_done kernel
+fi
+
+# --- rootfs ------------------------------------------------------------------------------------
+ROOTFS="$DIR/rootfs"
+if ! done_step rootfs; then
+    rm -rf "$ROOTFS"; mkdir -p "$ROOTFS"
+    for deb in "$DIR"/debs/*.deb; do
+        [[ "$(basename "$deb")" == linux-image-* ]] && continue
+        dpkg-deb -x "$deb" "$ROOTFS" || { rm -rf "$ROOTFS"; die "unpacking $deb failed; fix: rm -f $DIR/.done-debs and rerun $FIX"; }
+    done
+    # Documentation, translations, glibc's charset converters and Perl's modules (perf links
+    # libperl but runs no Perl script here): half of the tree, nothing a run reads, and every
+    # megabyte of the initramfs is unpacked at each boot.
+    rm -rf "$ROOTFS"/usr/share/{doc,man,info,locale,lintian,bug,bash-completion} \
+        "$ROOTFS"/usr/lib/aarch64-linux-gnu/{gconv,perl}
+    mkdir -p "$ROOTFS"/{proc,sys,dev,tmp,mnt/batch,opt/dynamorio,lib/modules,bin,sbin}
+    cp "$DIR"/modules/*.ko "$ROOTFS/lib/modules/"
+    for a in "${APPLETS[@]}"; do [[ -e "$ROOTFS/bin/$a" ]] || ln -s busybox "$ROOTFS/bin/$a"; done
+    # perf's shared libraries, resolved the way the guest's loader will (its multiarch dirs).
+    missing=$(aarch64-linux-gnu-readelf -d "$ROOTFS/usr/bin/perf" "$ROOTFS"/usr/lib/aarch64-linux-gnu/*.so.* \
+                  "$ROOTFS"/lib/aarch64-linux-gnu/*.so.* 2>/dev/null \
+              | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u | while read -r so; do
+                  [[ -e "$ROOTFS/lib/aarch64-linux-gnu/$so" || -e "$ROOTFS/usr/lib/aarch64-linux-gnu/$so" \
+                     || -e "$ROOTFS/lib/$so" ]] || echo "$so"; done)
+    [[ -z "$missing" ]] || { rm -rf "$ROOTFS"; die "perf's libraries $(echo $missing) are in no listed package; fix: add their packages to LIBS in $ME"; }
+    cp "$ROOT/setup/arm64-vm-init.sh" "$ROOTFS/init" && chmod 755 "$ROOTFS/init"
+    mark_done rootfs
+fi
+
+# --- initrd ------------------------------------------------------------------------------------
+if ! done_step initrd || [[ "$ROOT/setup/arm64-vm-init.sh" -nt "$DIR/initrd.img" ]]; then
+    cp "$ROOT/setup/arm64-vm-init.sh" "$ROOTFS/init" && chmod 755 "$ROOTFS/init"
+    rm -f "$DIR/initrd.img" "$DIR/.done-initrd"
+    # Uncompressed: the guest's kernel unpacks it faster than it would gunzip it under TCG.
+    (cd "$ROOTFS" && find . -print0 | sort -z | cpio --null -o -H newc --owner 0:0 --quiet) >"$DIR/initrd.img.part" \
+        || { rm -f "$DIR/initrd.img.part"; die "packing the initramfs failed (cpio); see the lines above"; }
+    mv "$DIR/initrd.img.part" "$DIR/initrd.img"
+    mark_done initrd
+fi
+
+# --- DynamoRIO and the ROI client -----------------------------------------------------------------
+if dr_wanted; then
+    command -v aarch64-linux-gnu-strip >/dev/null 2>&1 || die "aarch64-linux-gnu-strip not found; fix: ./harness setup"
+    rm -rf "$DR_DIR" "$DIR/.done-dynamorio"
+    say "copying DynamoRIO $(dr_version "$DYNAMORIO_HOME") from $DYNAMORIO_HOME"
+    cp -a "$DYNAMORIO_HOME/." "$DR_DIR/" || { rm -rf "$DR_DIR"; die "copying $DYNAMORIO_HOME failed"; }
+    # Debug information is most of a build's size, and the guest reads the share over 9p.
+    find "$DR_DIR" -type f -name '*.debug' -delete
+    find "$DR_DIR" -type f \( -name '*.so' -o -path '*/bin64/*' \) -exec aarch64-linux-gnu-strip --strip-debug {} + 2>/dev/null || true
+    echo "$DYNAMORIO_HOME $(dr_version "$DYNAMORIO_HOME")" >"$DIR/.done-dynamorio"
+fi
+# The client follows its source: an edited client is rebuilt without copying DynamoRIO again.
+if done_step dynamorio && client_stale; then
+    command -v cmake >/dev/null 2>&1 || die "cmake not found; fix: $FIX (installs cmake)"
+    rm -rf "$DIR/client-build" "$DR_DIR/harness"
+    say "building the ROI client (armie_clients/dynamorio) against DynamoRIO $(dr_version "$DR_DIR")"
+    if ! (cmake -S "$CLIENT_SRC" -B "$DIR/client-build" -DDynamoRIO_DIR="$DR_DIR/cmake" \
+              -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+              -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_BUILD_TYPE=Release \
+          && cmake --build "$DIR/client-build") >"$DIR/client.log" 2>&1; then
+        rm -rf "$DIR/client-build"
+        die "the ROI client did not build against $DR_DIR; see $DIR/client.log"
+    fi
+    grep -q 'warning:' "$DIR/client.log" && say "the ROI client built with warnings; see $DIR/client.log"
+    mkdir -p "$DR_DIR/harness"
+    cp "$DIR/client-build/libroi_inscount.so" "$CLIENT"
+    dr_version "$DR_DIR" >"$DR_DIR/harness/version"
+fi
+
+# --- provenance and a boot ---------------------------------------------------------------------
+{
+    echo "kernel=$KERNEL_ABI $KERNEL_VERSION"
+    for deb in "$DIR"/debs/*.deb; do dpkg-deb -f "$deb" Package Version | paste -sd' ' | sed 's/^/package=/'; done
+    done_step dynamorio && echo "dynamorio=$(cat "$DR_DIR/harness/version")"
+} >"$DIR/guest.txt"
+py="$ROOT/.venv/bin/python"
+[[ -x "$py" ]] || die "the harness's venv is missing; fix: ./harness setup, then $FIX"
+say "booting the guest once (about 10 s)"
+if ! (cd "$ROOT" && "$py" -m analysis.core.arm64_vm check --dir "$DIR") >"$DIR/check.log" 2>&1; then
+    rm -f "$STAMP"
+    die "the guest did not pass its boot check: $(tail -n 1 "$DIR/check.log") (log: $DIR/check.log)"
+fi
+date -u +%FT%TZ >"$STAMP"
+say "the arm64 guest is built: $DIR ($(tail -n 1 "$DIR/check.log"))"
+say "took $(( $(date +%s) - started )) s; the cache holds $(du -sh "$DIR" | cut -f1) at $DIR"

@@ -1,0 +1,286 @@
+"""The emulated AArch64 guest (issue 35): setup/arm64-vm.sh's answers and refusals (against an
+empty HARNESS_CACHE, nothing built), the runner's batch script and its hang, and the measured
+checks: DynamoRIO's ROI counts in the guest against the QEMU plugins' for one kernel of the
+default sweep at the VLs DynamoRIO supports, and for every cell of a sweep in batches
+(analysis.backends.armie_guest, which `./harness bench --only armie` runs on the default sweep)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from analysis.backends import Bench, armie, armie_guest, qemu
+from analysis.commands import bench
+from analysis.core import arm64_vm, config
+from analysis.core.table import COLUMNS, read_counts, write_counts
+from analysis.stages import build
+from conftest import REPO, path_without, snakemake
+
+SETUP = REPO / "setup" / "arm64-vm.sh"
+ABI = "6.1.0-56-arm64"
+# One kernel of the default sweep, at a size whose ROI is a few thousand instructions.
+KERNEL, VARIANT, SIZE = "copy", "acle_4v", 65536
+
+
+@pytest.fixture
+def cache_env(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "cache").mkdir()
+    base = {k: v for k, v in os.environ.items() if k not in ("DYNAMORIO_HOME", "ARM64_VM_NEED_GIB")}
+    return {**base, "HARNESS_CACHE": str(tmp_path / "cache")}
+
+
+def setup(env: dict[str, str], *args: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SETUP), *args], capture_output=True, text=True, env={**env, **extra}, timeout=60)
+
+
+def test_path_says_not_built_and_names_the_command(cache_env: dict[str, str]) -> None:
+    where = Path(cache_env["HARNESS_CACHE"]) / f"arm64-vm-{ABI}"
+    assert setup(cache_env, "--where").stdout == f"{where}\n"
+    proc = setup(cache_env, "--path")
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (f"setup/arm64-vm.sh: the arm64 guest is not built (it would be {where}; "
+                           "fix: ./harness setup --with-arm64-vm)\n")
+    proc = setup(cache_env, "--dynamorio")
+    assert proc.returncode == 1 and "DYNAMORIO_HOME=<AArch64 DynamoRIO install> ./harness setup --with-arm64-vm" in proc.stderr
+    where.mkdir(parents=True)
+    (where / "installed").write_text("x\n")
+    assert setup(cache_env, "--path").stdout == f"{where}\n"
+
+
+def _dr_tree(root: Path, machine: bytes, version: str) -> Path:
+    """A DynamoRIO-shaped install tree whose drrun is an ELF header for `machine`."""
+    (root / "bin64").mkdir(parents=True)
+    (root / "cmake").mkdir()
+    (root / "bin64" / "drrun").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(11) + machine + bytes(46))
+    (root / "bin64" / "drrun").chmod(0o755)
+    (root / "cmake" / "DynamoRIOConfig.cmake").write_text("# stub\n")
+    # Unquoted, as DynamoRIO writes it (a quoted-only reader found no version in a real build).
+    (root / "cmake" / "DynamoRIOConfigVersion.cmake").write_text(f"set(PACKAGE_VERSION {version})\n")
+    return root
+
+
+@pytest.mark.parametrize("case", ["not a tree", "x86-64", "too old", "unknown option"])
+def test_bad_input_exits_2_in_one_line_creating_nothing(cache_env: dict[str, str], tmp_path: Path, case: str) -> None:
+    args: tuple[str, ...] = ()
+    if case == "not a tree":
+        extra, expect = {"DYNAMORIO_HOME": str(tmp_path)}, "is not a DynamoRIO install tree"
+    elif case == "x86-64":
+        extra, expect = {"DYNAMORIO_HOME": str(_dr_tree(tmp_path / "dr", b"\x3e\x00", "11.91.20672"))}, "is not an AArch64 DynamoRIO"
+    elif case == "too old":
+        extra, expect = {"DYNAMORIO_HOME": str(_dr_tree(tmp_path / "dr", b"\xb7\x00", "10.0.19672"))}, \
+            "is DynamoRIO 10.0.19672; the guest needs 11.0 or newer"
+    else:
+        extra, expect, args = {}, "unknown option '--bogus'", ("--bogus",)
+    proc = setup(cache_env, *args, **extra)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and expect in proc.stderr, proc.stderr
+    assert list(Path(cache_env["HARNESS_CACHE"]).iterdir()) == []
+
+
+def test_a_missing_emulator_is_one_line_naming_the_setup_command(cache_env: dict[str, str], tmp_path: Path) -> None:
+    proc = setup(cache_env, PATH=path_without(tmp_path / "bin", "qemu-system-aarch64"))
+    assert proc.returncode == 1
+    assert proc.stderr == ("setup/arm64-vm.sh: qemu-system-aarch64 not found; fix: ./harness setup --with-arm64-vm "
+                           "(installs qemu-system-arm and cpio)\n")
+    assert not list((Path(cache_env["HARNESS_CACHE"])).rglob(".done-*"))
+
+
+def test_a_pinned_package_gone_from_the_mirror_is_one_line_and_no_step_is_marked_done(
+        cache_env: dict[str, str], tmp_path: Path) -> None:
+    """apt-get download failing (the mirror dropped the pinned kernel) names the pins to update;
+    the next call starts at that step again (no stamp), whatever this machine has installed."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    stubs = {"apt-get": 'echo "E: Version \'6.1.192-2\' for \'linux-image-6.1.0-56-arm64:arm64\' was not found" >&2; exit 100',
+             "dpkg": "echo arm64", "qemu-system-aarch64": "exit 0", "cpio": "exit 0",
+             "aarch64-linux-gnu-readelf": "exit 0"}
+    for name, body in stubs.items():
+        (tools / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tools / name).chmod(0o755)
+    proc = setup(cache_env, PATH=f"{tools}:{os.environ['PATH']}")
+    assert proc.returncode == 1
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith("setup/arm64-vm.sh: apt-get download failed (log: ") and \
+        last.endswith("the mirror moved on: update KERNEL_VERSION and PINNED in setup/arm64-vm.sh"), proc.stderr
+    guest = Path(cache_env["HARNESS_CACHE"]) / f"arm64-vm-{ABI}"
+    assert "was not found" in (guest / "debs.log").read_text()
+    assert sorted(p.name for p in guest.iterdir()) == ["debs.log"]
+
+
+def test_each_command_of_a_batch_keeps_its_own_status() -> None:
+    script = arm64_vm.batch_script(["false", "echo a b"])
+    assert script.splitlines() == ["mkdir -p out", "( false ) >out/0.out 2>out/0.err; echo $? >out/0.rc",
+                                   "( echo a b ) >out/1.out 2>out/1.err; echo $? >out/1.rc"]
+
+
+def test_dynamorio_runs_only_the_vls_it_supports() -> None:
+    cmd = arm64_vm.dynamorio_command(256, ["./bin/k", "0256", "000000065536"], ["-noROI"])
+    assert cmd == ("echo 32 >/proc/sys/abi/sve_default_vector_length && echo 1 >/proc/sys/vm/legacy_va_layout && "
+                   "/opt/dynamorio/bin64/drrun -c "
+                   "/opt/dynamorio/harness/libroi_inscount.so -noROI -- ./bin/k 0256 000000065536")
+    for vl in (384, 1024, 2048):
+        with pytest.raises(ValueError, match="not run: DynamoRIO supports VL 128/256/512 only"):
+            arm64_vm.dynamorio_command(vl, ["./k"])
+
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_vm
+def test_a_hanging_batch_is_killed_at_its_limit_and_named() -> None:
+    guest = arm64_vm.find_guest()
+    with pytest.raises(arm64_vm.GuestHang, match=r"hang-test: the arm64 guest did not finish in its time limit of 40 s"):
+        arm64_vm.run_batch(guest, ["sleep 600"], {}, 40, "hang-test")
+
+
+def _run(kernel: str, variant: str, vl: int, size: int) -> config.Run:
+    """The default sweep's first op/dtype of the kernel at `vl` and `size`."""
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    row = sweep.table.row(kernel, variant)
+    op, dtype = config.selection(sweep.table, {"kernel": kernel, "variants": [variant]}).op_dtypes[0]
+    return config.Run(vl, size, op, dtype, config.run_params(sweep.table, row, op, dtype), sve=True)
+
+
+def _dr_cells() -> list[tuple[str, str, str, config.Run]]:
+    """The cells measured in one boot: (compiler, kernel, variant, run). The clang reduce cell's
+    code compares its two buffers' addresses (a run-time overlap check: three instructions more
+    when `in` lies above `inout`), so its count holds only when the guest lays memory out as
+    qemu-user does; under Linux's default top-down layout DynamoRIO counted 426,016 against
+    QEMU's 426,013."""
+    return [("gcc", KERNEL, VARIANT, _run(KERNEL, VARIANT, vl, SIZE)) for vl in arm64_vm.DYNAMORIO_VLS] + [
+        ("clang", "reduce", "c_autovec", _run("reduce", "c_autovec", 512, 4 << 20))]
+
+
+@pytest.fixture(scope="module")
+def dr_binaries(work: Path) -> dict[tuple[str, str, str], Path]:
+    """The cells' kernels built for both markers (ArmIE's and the QEMU plugins'), by (compiler,
+    binary, marker), and the plugins under "plugins": only these targets, not the whole table
+    (`binaries` builds every kernel)."""
+    bd = work / "arm64-vm-build"
+    bins = {(cc, f"{k}-{v}", b): build.binary_path(bd, cc, "vla", b, f"{k}-{v}")
+            for cc, k, v, _ in _dr_cells() for b in ("armie", "qemu")}
+    targets = [str(p) for p in bins.values()] + [str(build.plugin_path(bd, c)) for c in qemu.CLIENTS]
+    proc = snakemake(REPO / "configs" / "default.yaml", bd, work / "arm64-vm-results", targets)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {**bins, ("", "plugins", ""): build.plugin_path(bd, "inscount").parent}
+
+
+@pytest.fixture(scope="module")
+def dr_measured(dr_binaries: dict[tuple[str, str, str], Path]) -> dict[str, Any]:
+    """One guest boot running each cell's ArmIE-marker binary under DynamoRIO with the ROI
+    client, and the QEMU plugins' records of its QEMU-marker binary (same code and addresses:
+    kernels/roi/roi_slot.inc) for the same runs."""
+    cells = _dr_cells()
+    files: dict[str, Path] = {}
+    commands: list[str] = []
+    records: list[dict[str, Any]] = []
+    for i, (cc, k, v, run) in enumerate(cells):
+        files[f"bin/{i}"] = dr_binaries[(cc, f"{k}-{v}", "armie")]
+        commands.append(arm64_vm.dynamorio_command(run.vl, [f"./bin/{i}", *run.argv()]))
+        records.append(qemu.run_once(dr_binaries[(cc, f"{k}-{v}", "qemu")], "max", run,
+                                     dr_binaries[("", "plugins", "")], None, 300))
+    batch = arm64_vm.run_batch(arm64_vm.find_guest(), commands, files, 900, "dynamorio-vs-qemu")
+    return {"cells": cells, "batch": batch, "qemu": records}
+
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_vm
+def test_dynamorio_roi_counts_equal_the_qemu_plugins(dr_measured: dict[str, Any]) -> None:
+    """Issue 35 item 3: the ROI total and SVE count of DynamoRIO's client in the guest (ArmIE's
+    output line, read by the armie backend's parser) equal the QEMU plugins' for one kernel at
+    VL 128, 256 and 512, and for clang's reduce c_autovec, whose count depends on where its
+    buffers lie (it failed with Linux's top-down layout); the kernel's checksum is the same."""
+    batch = dr_measured["batch"]
+    assert batch.provenance["kernel"].startswith(ABI) and batch.provenance["emulator"].startswith("QEMU emulator version")
+    assert "-cpu max,pauth-impdef=on" in batch.provenance["guest_command"]
+    for (cc, k, v, run), out, rec in zip(dr_measured["cells"], batch.outputs, dr_measured["qemu"]):
+        cell = f"{cc} {k}-{v} VL {run.vl}"
+        assert out.rc == 0, f"{cell}: {out.stderr[-500:]}"
+        ok = next(ln for ln in out.stdout.splitlines() if ln.startswith("ok "))
+        assert f"vl={run.vl} " in ok and f"checksum={rec['checksum']}" in ok, cell
+        dr = armie.parse_inscount(out.stdout + out.stderr)
+        want = rec["inscount"]["roi"]
+        assert (dr["total"], dr["sve"]) == (want["total"], want["sve"]), cell
+
+
+def test_every_cell_at_another_vl_is_counted_as_not_run() -> None:
+    """The default sweep's cells at VL 128/256/512 go to DynamoRIO (the twin built with ArmIE's
+    markers), every other cell is counted under its VL as not run, none dropped."""
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    todo, not_run = armie_guest.cells(sweep, armie.NAME)
+    runs = [(j, r) for j in sweep.jobs() for r in j.runs]
+    assert len(todo) + sum(not_run.values()) == len(runs)
+    assert {c.run.vl for c in todo} == {128, 256, 512} and {c.binary.backend for c in todo} == {armie.NAME}
+    assert set(not_run) == set(sweep.vector_lengths) - {128, 256, 512}
+    # The VLS builds for 1024 and 2048 run at their own VL only: none of their cells is DynamoRIO's.
+    assert not [c for c in todo if c.binary.build in ("vls1024", "vls2048")]
+    lines = armie_guest.Result("QEMU plugins", not_run=not_run).lines()
+    assert lines[-1] == (f"  VL {', '.join(map(str, sorted(not_run)))}: {sum(not_run.values())} cells "
+                         "not run: DynamoRIO supports VL 128/256/512 only")
+
+
+def test_batches_balance_the_instructions_and_keep_the_order() -> None:
+    sweep = config.load(REPO / "configs" / "tiny.yaml")
+    todo, _ = armie_guest.cells(sweep, armie.NAME)
+    weight = {id(c): (1000 if i == 3 else 1) for i, c in enumerate(todo)}
+    parts = armie_guest.batches(todo, lambda c: weight[id(c)], 2)
+    assert sorted(len(p) for p in parts) == [1, len(todo) - 1] and [todo[3]] in parts
+    assert sorted(id(c) for p in parts for c in p) == sorted(id(c) for c in todo)
+    assert all([todo.index(c) for c in p] == sorted(todo.index(c) for c in p) for p in parts)
+
+
+def test_bench_names_the_setup_command_where_the_guest_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arm64_vm, "missing", lambda: "the arm64 guest is not built (fix: ./harness setup --with-arm64-vm)")
+    b = Bench("configs/default.yaml", REPO, lambda t, h: (0.0, 0.0), lambda *a, **k: {}, lambda v, t: "", {},
+              read_counts, lambda *a: (0.0, 0.0), lambda *a: {})
+    assert armie.bench(b) == (None, ["DynamoRIO in the guest (ArmIE's stand-in): skipped (the arm64 guest is not "
+                                     "built (fix: ./harness setup --with-arm64-vm))"])
+
+
+@pytest.mark.parametrize("backends", ["[]", "[qemu]"])
+def test_bench_without_the_reference_counts_is_one_line_naming_the_fix(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, backends: str) -> None:
+    """`bench --only armie --counted TREE` on a sweep listing no other counting backend (it raised
+    StopIteration), or on a tree without that backend's counts: one line naming what is missing
+    and the command that fixes it, exit 2 as bench's other bad input, nothing built or written."""
+    monkeypatch.setattr(arm64_vm, "missing", lambda: None)  # the refusal comes before any guest is needed
+    cfg = tmp_path / "sweep.yaml"
+    cfg.write_text((REPO / "configs" / "tiny.yaml").read_text().replace("backends: [qemu]", f"backends: {backends}"))
+    tree = tmp_path / "tree"
+    (tree / "results").mkdir(parents=True)
+    write_counts(pd.DataFrame(columns=COLUMNS), tree / "results" / "counts.csv")
+    before = sorted(tmp_path.rglob("*"))
+    rc = bench.main(["--only", armie.NAME, "--counted", str(tree), "--config", str(cfg), "--out", str(tmp_path / "b.json")])
+    err = capsys.readouterr().err
+    fix = f"./harness sweep --config {cfg} --set results_dir={tree}/results --set build_dir={tree}/build"
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("error: ") and err.rstrip().endswith(
+        f"then {fix}" if backends == "[]" else f"({fix})")
+    assert ("it lists none (backends: [])" if backends == "[]" else "have no qemu counts") in err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_vm
+def test_dynamorio_counts_every_cell_of_a_sweep_as_the_qemu_plugins(tiny_sweep: tuple[Path, Any], work: Path) -> None:
+    """Issue 35 item 3 on the tiny sweep (the default sweep's is bench's): every cell at VL 128
+    and 512, the VLA and the VLS-512 builds, sizes 0, n and 2n, counted by DynamoRIO in two guest
+    boots side by side; ROI total and SVE count equal QEMU's in counts.csv, cell by cell."""
+    results, _ = tiny_sweep
+    sweep = config.load(REPO / "configs" / "tiny.yaml", {"results_dir": str(results), "build_dir": str(work / "build")})
+
+    def binaries(wanted: list[config.Binary]) -> dict[config.Binary, Path]:
+        paths = {b: build.binary_path(sweep.build_dir, b.compiler, b.build, b.backend, b.name) for b in wanted}
+        proc = snakemake(REPO / "configs" / "tiny.yaml", sweep.build_dir, results, [str(p) for p in paths.values()])
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return paths
+
+    result = armie_guest.compare(sweep, read_counts(results / "counts.csv"), armie.NAME, binaries, boots=2)
+    runs = sum(len(j.runs) for j in sweep.jobs())
+    assert (result.compared, result.not_run) == (runs, {})
+    assert (result.differ, result.failed) == ([], [])
+    assert result.equal == runs and len(result.batch_seconds) == 2
+    assert result.lines()[0].startswith(f"DynamoRIO in the guest (ArmIE's stand-in) vs QEMU plugins, ROI total and SVE "
+                                        f"count per cell: {runs} of {runs} cells equal; 2 boots, ")
+    assert result.provenance["kernel"].startswith(ABI)
