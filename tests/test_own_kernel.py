@@ -93,7 +93,12 @@ def broken_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("broken-build")
 
 
+# Exclusive: in the CI-style run of 2026-11-26 its regress's Snakemake exited 1 with no output
+# (what a quiet Snakemake does when another one in the clone holds its lock) while the other
+# worker ran test_build's own-kernel sweeps into their own folders; alone it passes. The lock
+# that collided is not found yet (docs/guide/tests.md).
 @pytest.mark.slow
+@pytest.mark.exclusive
 def test_the_readme_s_own_kernel_steps_work_as_written(tmp_path: Path) -> None:
     """README "Your own kernel" (and its full page, docs/guide/own-kernel.md), step by step, with
     the template's own files copied elsewhere: sweep, bless, regress, each with `--config` of the
