@@ -11,6 +11,15 @@ stamp_current() {
         && grep -qx "sha256=$(sha256sum "$file" | cut -d' ' -f1)" "$stamp"
 }
 
+# Print why PATCH was not made against COMMIT of PROJECT at VERSION (its Base-commit line:
+# git apply skips the text before the diff), nothing when it was.
+patch_base_problem() {
+    local patch=$1 project=$2 version=$3 commit=$4 base
+    base=$(sed -n 's/^Base-commit: \([0-9a-f]\{40\}\)$/\1/p' "$patch" | head -n 1)
+    [[ "$base" == "$commit" ]] \
+        || echo "refusing $patch: it was made against $project commit ${base:-(no Base-commit line)}, not $version ($commit); remake it with git diff in a checkout of $commit"
+}
+
 # True when the AArch64 ELF FILE defines SYMBOL. The whole table is read before grep answers:
 # `nm | grep -q` under pipefail failed when grep left at the match while nm was still writing
 # (SIGPIPE, exit 141), and refused a complete Open MPI build.

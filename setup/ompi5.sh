@@ -87,9 +87,8 @@ if stock_built && sve_built; then
 fi
 
 # The patch must be the one for this commit (Open MPI's pin moved without it: refused).
-base=$(sed -n 's/^Base-commit: \([0-9a-f]\{40\}\)$/\1/p' "$SVE_PATCH" | head -n 1)
-[[ "$base" == "$PINNED_COMMIT" ]] \
-    || bad "refusing $SVE_PATCH: it was made against Open MPI commit ${base:-(no Base-commit line)}, not $VERSION ($PINNED_COMMIT); remake it with git diff in a checkout of $PINNED_COMMIT"
+problem=$(patch_base_problem "$SVE_PATCH" "Open MPI" "$VERSION" "$PINNED_COMMIT")
+[[ -z "$problem" ]] || bad "$problem"
 
 # Print why the patch does not apply to the git checkout $1 (nothing when it does); the
 # checkout is not changed.
