@@ -21,6 +21,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -153,6 +154,18 @@ def test_a_rerun_with_nothing_changed_starts_no_snakemake_and_writes_nothing(own
     assert snakemake_logs() == logs
 
 
+@contextlib.contextmanager
+def record_put_back(own: Path) -> Iterator[Path]:
+    """The clone's up-to-date record, written back as it was after the block, whatever the
+    block did to it: the tests that ask the check in-process leave the sweep as they found it."""
+    record = own / "results" / uptodate.NAME
+    kept = record.read_bytes()
+    try:
+        yield record
+    finally:
+        record.write_bytes(kept)
+
+
 @pytest.mark.slow
 def test_the_answer_imports_neither_pandas_nor_snakemake(own: Path) -> None:
     """cli's own imports (pandas, the report) cost more than the whole answer: it comes first."""
@@ -277,15 +290,11 @@ def test_another_command_goes_to_snakemake(own: Path, args: tuple[str, ...]) -> 
     """The check's decision: the record holds its command (a sweep of it is below)."""
     settled(own)
     args = tuple(a.format(results=own / "results") for a in args)
-    record = own / "results" / uptodate.NAME
-    kept = record.read_bytes()
-    try:
+    with record_put_back(own):
         assert not answers(own, *args)
         recorded(own, *args)
         assert answers(own, *args)
         assert not answers(own)  # the record is that command's now, not the plain one's
-    finally:
-        record.write_bytes(kept)
     assert answered(own, sweep(own))
 
 
@@ -302,17 +311,13 @@ def test_a_target_goes_to_snakemake_and_is_answered_after(own: Path) -> None:
 def test_a_changed_environment_goes_to_snakemake(own: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """GEM5 (where gem5 is found), as every variable the workflow reads. The check's decision."""
     settled(own)
-    record = own / "results" / uptodate.NAME
-    kept = record.read_bytes()
-    try:
+    with record_put_back(own):
         with monkeypatch.context() as m:
             m.setenv("GEM5", "none")
             assert not answers(own)
             recorded(own)
             assert answers(own)
         assert not answers(own)  # without it again
-    finally:
-        record.write_bytes(kept)
     assert answered(own, sweep(own))
 
 
@@ -321,9 +326,7 @@ def test_a_replaced_tool_goes_to_snakemake(own: Path, tmp_path: Path, monkeypatc
     """The same PATH, but qemu-aarch64 on it is another file (an upgrade replaces it). The
     check's decision."""
     settled(own)
-    record = own / "results" / uptodate.NAME
-    kept = record.read_bytes()
-    try:
+    with record_put_back(own):
         with monkeypatch.context() as m:
             m.setenv("PATH", path_without(tmp_path / "bin"))
             recorded(own)
@@ -333,8 +336,6 @@ def test_a_replaced_tool_goes_to_snakemake(own: Path, tmp_path: Path, monkeypatc
             link.unlink()
             shutil.copy2(real, link)  # the same bytes and mtime; another file
             assert not answers(own)
-    finally:
-        record.write_bytes(kept)
     assert answered(own, sweep(own))
 
 
@@ -400,9 +401,7 @@ def test_a_snakemake_profile_goes_to_snakemake(own: Path, tmp_path: Path, monkey
     settled(own)
     (tmp_path / "profile").mkdir()
     (tmp_path / "profile" / "config.yaml").write_text("printshellcmds: true\n")
-    record = own / "results" / uptodate.NAME
-    kept = record.read_bytes()
-    try:
+    with record_put_back(own) as record:
         with monkeypatch.context() as m:
             m.setenv("SNAKEMAKE_PROFILE", str(tmp_path / "profile"))
             assert not answers(own)
@@ -410,8 +409,6 @@ def test_a_snakemake_profile_goes_to_snakemake(own: Path, tmp_path: Path, monkey
             recorded(own)
             assert not record.exists()
             assert not answers(own)
-    finally:
-        record.write_bytes(kept)
     assert answered(own, sweep(own))
 
 
