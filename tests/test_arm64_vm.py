@@ -316,8 +316,9 @@ def test_dynamorio_counts_every_cell_of_a_sweep_as_the_qemu_plugins(tiny_sweep: 
     """Issue 35 item 3 on the tiny sweep's ACLE copy (the default sweep's every cell is bench's):
     every cell at VL 128 and 512, the VLA and the VLS-512 builds, sizes 0, n and 2n, counted by
     DynamoRIO in two guest boots side by side; ROI total and SVE count equal QEMU's in
-    counts.csv, cell by cell. One binary's cells: each costs about 11 CPU s in the guest, and the
-    whole tiny sweep took 46 minutes of the suite at load 8 (measured 2026-11-26)."""
+    counts.csv, cell by cell, each binary's cells at one VL in one DynamoRIO process (the
+    driver's batch mode). One binary's cells: one cell a process cost about 11 CPU s in the
+    guest, and the whole tiny sweep took 46 minutes of the suite at load 8 (measured 2026-11-26)."""
     results, _ = tiny_sweep
     sweep = config.load(REPO / "configs" / "tiny.yaml", {"results_dir": str(results), "build_dir": str(work / "build")})
     jobs = [j for j in sweep.jobs() if j.binary.name == "copy-acle_4v"]
