@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from analysis.backends import Bench, armie, armie_guest, qemu
+from analysis.backends import Bench, RunError, armie, armie_guest, qemu
 from analysis.commands import bench
 from analysis.core import arm64_vm, config
 from analysis.core.table import COLUMNS, read_counts, write_counts
@@ -221,6 +221,54 @@ def test_every_cell_at_another_vl_is_counted_as_not_run() -> None:
                          "not run: DynamoRIO supports VL 128/256/512 only")
 
 
+def _default_process(compiler: str, name: str, build: str, vl: int) -> list[armie_guest.Cell]:
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    groups = armie_guest.processes(armie_guest.cells(sweep, armie.NAME)[0])
+    return next(g for g in groups if (g[0].binary.compiler, g[0].binary.name, g[0].binary.build, g[0].run.vl)
+                == (compiler, name, build, vl))
+
+
+def test_a_binarys_cells_at_one_vl_are_one_drrun_of_the_drivers_batch_mode() -> None:
+    """DynamoRIO's start-up and code cache are paid once per binary and VL (not per cell, 11 CPU s
+    each): every cell in exactly one process, each process one binary at one VL (DynamoRIO does
+    not follow a VL change, its issue #6625), its runs in size order."""
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    todo, _ = armie_guest.cells(sweep, armie.NAME)
+    groups = armie_guest.processes(todo)
+    assert len(groups) == len({(c.binary, c.run.vl) for c in todo}) < len(todo)
+    assert sorted(id(c) for g in groups for c in g) == sorted(id(c) for c in todo)
+    assert all(len({(c.binary, c.run.vl) for c in g}) == 1 for g in groups)
+    group = _default_process("gcc", "copy-acle_4v", "vla", 256)
+    assert [c.run.size for c in group] == [0, 1048576, 2097152]
+    assert armie_guest.command(group) == (
+        "echo 32 >/proc/sys/abi/sve_default_vector_length && echo 1 >/proc/sys/vm/legacy_va_layout && "
+        "/opt/dynamorio/bin64/drrun -c /opt/dynamorio/harness/libroi_inscount.so -shared_libs -- "
+        "./bin/gcc/vla/copy-acle_4v --batch 0256 000000000000 -- 0256 000001048576 -- 0256 000002097152")
+
+
+def _fixture_output(name: str, rc: int | None) -> arm64_vm.Output:
+    fix = REPO / "tests" / "fixtures" / "armie"
+    return arm64_vm.Output("drrun ...", rc, (fix / f"{name}.out").read_text(), (fix / f"{name}.err").read_text())
+
+
+def test_a_batchs_output_is_read_cell_by_cell() -> None:
+    """The client's lines of one drrun (SYNTHETIC fixture of its format) give each cell its own
+    count, read as a single run's output; a failed run is named by the kernel's FAIL line and the
+    runs after it as not run."""
+    group = _default_process("gcc", "copy-acle_4v", "vla", 128)
+    outs = armie_guest.split_output(group, _fixture_output("SYNTHETIC-dynamorio-batch", 0))
+    assert [armie_guest.read_output(c, o) for c, o in zip(group, outs)] == [(9, 0), (81929, 65537), (163849, 131073)]
+    outs = armie_guest.split_output(group, _fixture_output("SYNTHETIC-dynamorio-batch-failed", 1))
+    assert armie_guest.read_output(group[0], outs[0]) == (9, 0)
+    whys = []
+    for cell, out in zip(group[1:], outs[1:]):
+        with pytest.raises(RunError) as e:
+            armie_guest.read_output(cell, out)
+        whys.append(str(e.value))
+    assert whys == ["exit 1: FAIL: copy: output differs from the reference at byte 17",
+                    "exit None: not run: run 1 of its batch failed"]
+
+
 def test_batches_balance_the_instructions_and_keep_the_order() -> None:
     sweep = config.load(REPO / "configs" / "tiny.yaml")
     todo, _ = armie_guest.cells(sweep, armie.NAME)
@@ -268,8 +316,9 @@ def test_dynamorio_counts_every_cell_of_a_sweep_as_the_qemu_plugins(tiny_sweep: 
     """Issue 35 item 3 on the tiny sweep's ACLE copy (the default sweep's every cell is bench's):
     every cell at VL 128 and 512, the VLA and the VLS-512 builds, sizes 0, n and 2n, counted by
     DynamoRIO in two guest boots side by side; ROI total and SVE count equal QEMU's in
-    counts.csv, cell by cell. One binary's cells: each costs about 11 CPU s in the guest, and the
-    whole tiny sweep took 46 minutes of the suite at load 8 (measured 2026-11-26)."""
+    counts.csv, cell by cell, each binary's cells at one VL in one DynamoRIO process (the
+    driver's batch mode). One binary's cells: one cell a process cost about 11 CPU s in the
+    guest, and the whole tiny sweep took 46 minutes of the suite at load 8 (measured 2026-11-26)."""
     results, _ = tiny_sweep
     sweep = config.load(REPO / "configs" / "tiny.yaml", {"results_dir": str(results), "build_dir": str(work / "build")})
     jobs = [j for j in sweep.jobs() if j.binary.name == "copy-acle_4v"]

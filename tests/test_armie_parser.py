@@ -159,3 +159,40 @@ def test_parse_opcodes_rejects(line: str):
 def test_parse_opcodes_duplicate_encoding():
     with pytest.raises(ValueError, match="already listed on line 1"):
         armie.parse_opcodes("5 : 0xa540a000\n3 : 0xa540a000\n")
+
+
+# --- split_runs: the stand-in's batch mode (armie_clients/dynamorio/roi_inscount.c) --------------
+
+def test_split_runs_gives_each_run_its_single_run_output():
+    """One drrun ran three cells: each run's text is the line the client prints for that run alone,
+    which parse_inscount reads; lines of no run (DynamoRIO's, the program's) are left out."""
+    runs = armie.split_runs(read("SYNTHETIC-dynamorio-batch.err"), 3)
+    assert runs == ["9 instructions executed of which 0 were emulated instructions\n",
+                    "81929 instructions executed of which 65537 were emulated instructions\n",
+                    "163849 instructions executed of which 131073 were emulated instructions\n"]
+    assert [armie.parse_inscount(r) for r in runs] == [
+        {"total": 9, "sve": 0, "classes": None}, {"total": 81929, "sve": 65537, "classes": None},
+        {"total": 163849, "sve": 131073, "classes": None}]
+
+
+def test_split_runs_of_a_failed_batch_names_the_run_without_a_count():
+    runs = armie.split_runs(read("SYNTHETIC-dynamorio-batch-failed.err"), 3)
+    assert runs == ["9 instructions executed of which 0 were emulated instructions\n",
+                    "roi_inscount: the process ended before its run mark (begins 1, ends 0): no count\n", ""]
+    with pytest.raises(ValueError, match=r"^ArmIE inscount: no count line; the client said: roi_inscount: the process "
+                                         r"ended before its run mark \(begins 1, ends 0\): no count$"):
+        armie.parse_inscount(runs[1])
+    with pytest.raises(ValueError, match="no '<N> instructions executed"):
+        armie.parse_inscount(runs[2])
+
+
+@pytest.mark.parametrize("text,why", [
+    ("run 0: 1 instructions executed of which 0 were emulated instructions\n"
+     "run 0: 2 instructions executed of which 0 were emulated instructions\n", "line 2: run 0 already counted on line 1"),
+    ("run 2: 1 instructions executed of which 0 were emulated instructions\n", "line 1: run 2 in a batch of 2 runs"),
+    ("1 instructions executed of which 0 were emulated instructions\n",
+     "line 1 has no run number in a batch of 2 runs: the client counted the batch as one run"),
+])
+def test_split_runs_refuses_what_it_cannot_assign(text: str, why: str):
+    with pytest.raises(ValueError, match=why):
+        armie.split_runs(text, 2)

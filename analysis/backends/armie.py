@@ -11,6 +11,8 @@ Shapes returned (same as the QEMU clients' JSON `roi` parts, as far as ArmIE giv
 - `parse_inscount` -> `{"total": N, "sve": M, "classes": None}`; ArmIE counts emulated
   instructions, which equal the SVE-encoded ones when the host has no SVE, and has no classes.
 - `parse_opcodes` -> `[{"encoding": "0x%08x", "count": N}, ...]`.
+- `split_runs` -> one output per run of a batch (the stand-in's batch mode prints `run <k>: `
+  before each run's line), each read by `parse_inscount`.
 
 Lines starting with `#` are ignored by every parser, so fixtures can say what they are.
 """
@@ -28,7 +30,7 @@ from typing import Any, Iterator, TextIO
 from analysis.backends import (Bench, Plan, Ready, RunError, cell_name, count_job, no_report, parse_ok_line,
                                run_limited, staged)
 from analysis.backends import armie_guest
-from analysis.backends.armie_format import parse_inscount, parse_opcodes  # ArmIE's outputs (and the stand-in's)
+from analysis.backends.armie_format import parse_inscount, parse_opcodes, split_runs  # ArmIE's outputs (and the stand-in's)
 from analysis.backends.clients import check_client_record, client_metrics
 from analysis.core import arm64_vm
 from analysis.core.config import REPO, VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep, load

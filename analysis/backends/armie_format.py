@@ -12,6 +12,9 @@ import re
 _INSCOUNT_RE = re.compile(
     r"^\s*(\d+) instructions executed of which (\d+) were emulated instructions\s*$"
 )
+# The stand-in's batch mode (armie_clients/dynamorio/roi_inscount.c): one process runs several
+# cells and the client prints each run's line as `run <k>: <the line it prints alone>`.
+_RUN_RE = re.compile(r"^run (\d+): (.*)$")
 # undecoded.txt / undecoded.<app>.<pid>.log line: `%9lu : 0x%08x`.
 _UNDECODED_RE = re.compile(r"^\s*(\d+)\s*:\s*0x([0-9a-fA-F]{8})\s*$")
 
@@ -40,6 +43,10 @@ def parse_inscount(text: str) -> dict:
         if m:
             found.append((lineno, int(m.group(1)), int(m.group(2))))
     if not found:
+        # The stand-in says why it printed no count (unbalanced markers, a run cut short).
+        said = [line.strip() for _, line in _content_lines(text) if line.lstrip().startswith("roi_inscount: ")]
+        if said:
+            raise ValueError(f"ArmIE inscount: no count line; the client said: {said[-1][:200]}")
         raise ValueError(
             "ArmIE inscount: no '<N> instructions executed of which <M> were emulated instructions' "
             "line found: was the run made with -i libinscount_emulated.so and did it exit normally?"
@@ -57,6 +64,34 @@ def parse_inscount(text: str) -> dict:
             "includes the emulated instructions, so this output is corrupt"
         )
     return {"total": total, "sve": emulated, "classes": None}
+
+
+def split_runs(text: str, runs: int) -> list[str]:
+    """A batch's client output (one process ran `runs` runs) as `runs` outputs: run k's is the
+    text of its `run <k>: ` lines without the prefix, what the client prints for a process of
+    that run alone, so `parse_inscount` reads each. A run the client printed nothing for (the
+    batch stopped before it) gets "", which parse_inscount refuses as a missing count. Other
+    lines (the program's, DynamoRIO's) belong to no run and are left out. ValueError when a run
+    number is outside the batch or printed twice, or when a count line has no run number (a
+    client without batch mode counted the whole batch as one run)."""
+    out: list[list[str]] = [[] for _ in range(runs)]
+    counted: dict[int, int] = {}
+    for lineno, line in _content_lines(text):
+        m = _RUN_RE.match(line.strip())
+        if m is None:
+            if _INSCOUNT_RE.match(line):
+                raise ValueError(f"ArmIE inscount line {lineno} has no run number in a batch of {runs} runs: "
+                                 "the client counted the batch as one run (is it built with batch mode?)")
+            continue
+        k, rest = int(m.group(1)), m.group(2)
+        if k >= runs:
+            raise ValueError(f"ArmIE inscount line {lineno}: run {k} in a batch of {runs} runs")
+        if _INSCOUNT_RE.match(rest):
+            if k in counted:
+                raise ValueError(f"ArmIE inscount line {lineno}: run {k} already counted on line {counted[k]}")
+            counted[k] = lineno
+        out[k].append(rest)
+    return ["".join(f"{line}\n" for line in lines) for lines in out]
 
 
 def parse_opcodes(undecoded_text: str) -> list[dict]:

@@ -5,10 +5,15 @@ QEMU plugins) wrote into counts.csv.
 
 Each cell runs the ArmIE-marker build of its binary (kernels/roi/roi_armie.S; the same code and
 addresses as the QEMU-marker build: kernels/roi/roi_slot.inc), and its output is read by the
-armie backend's parser, as real ArmIE's would be. The cells go into a few batches, one guest
-boot each (never one per run), balanced by the instructions QEMU counted for them and booted
-side by side, one per core. A cell at a VL DynamoRIO cannot run (it crashes at start-up at VL
-384, 640, 1024, 2048) is reported as not run, never dropped.
+armie backend's parser, as real ArmIE's would be. A binary's cells at one VL run in one drrun
+process, the driver's batch mode (`--batch <run> -- <run> ...`, as the QEMU plugins run them):
+DynamoRIO's start-up and code cache, most of a cell's cost under system-mode TCG, are paid once
+per binary and VL, and the client prints one count line per run (armie_format.split_runs). Not
+one process for several VLs: DynamoRIO does not follow a VL change inside a process (its issue
+#6625). The processes go into a few batches, one guest boot each (never one per run), balanced
+by the instructions QEMU counted for their cells and booted side by side, one per core. A cell
+at a VL DynamoRIO cannot run (it crashes at start-up at VL 384, 640, 1024, 2048) is reported as
+not run, never dropped.
 
 `./harness bench --only armie` runs it on the default sweep (armie.bench); the test is
 tests/test_arm64_vm.py.
@@ -22,10 +27,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from analysis.backends import RunError, parse_ok_line
-from analysis.backends.armie_format import parse_inscount
+from analysis.backends.armie_format import parse_inscount, split_runs
+from analysis.backends.qemu import batch_argv
 from analysis.backends.registry import REGISTRY
 from analysis.core import arm64_vm
 from analysis.core.config import REPO, ConfigError
@@ -84,6 +90,7 @@ class Result:
     failed: list[str] = field(default_factory=list)  # a run that gave no count: the cell and why
     not_run: dict[int, int] = field(default_factory=dict)  # VL -> cells
     not_run_why: str = arm64_vm.NOT_RUN_VL
+    processes: int = 0  # drrun processes (one per binary and VL), what most of the time goes to
     batch_seconds: list[float] = field(default_factory=list)
     seconds: float = 0.0
     # CPU seconds of the guests (QEMU's processes): what stays comparable on a shared machine.
@@ -93,13 +100,14 @@ class Result:
     def entry(self) -> dict[str, Any]:
         return {"reference": self.reference, "compared": self.compared, "equal": self.equal, "differ": self.differ,
                 "failed": self.failed, "not_run": {str(v): n for v, n in sorted(self.not_run.items())},
-                "not_run_why": self.not_run_why, "boots": len(self.batch_seconds),
+                "not_run_why": self.not_run_why, "boots": len(self.batch_seconds), "processes": self.processes,
                 "batch_seconds": self.batch_seconds, "seconds": round(self.seconds, 1),
                 "cpu_s": round(self.cpu_seconds, 1), "provenance": self.provenance}
 
     def lines(self) -> list[str]:
         out = [f"DynamoRIO in the guest (ArmIE's stand-in) vs {self.reference}, ROI total and SVE count per cell: "
-               f"{self.equal} of {self.compared} cells equal; {len(self.batch_seconds)} boots, {self.seconds:.1f} s "
+               f"{self.equal} of {self.compared} cells equal; {len(self.batch_seconds)} boots, {self.processes} DynamoRIO "
+               f"processes, {self.seconds:.1f} s "
                f"({self.cpu_seconds:.0f} CPU s)"]
         out += [f"  differs: {d}" for d in self.differ]
         out += [f"  no count: {f}" for f in self.failed]
@@ -136,28 +144,68 @@ def reference_counts(counts: DataFrame, backend: str) -> dict[tuple[Any, ...], d
     return out
 
 
-def batches(items: Sequence[Cell], weight: Callable[[Cell], float], n: int) -> list[list[Cell]]:
+T = TypeVar("T")
+
+
+def batches(items: Sequence[T], weight: Callable[[T], float], n: int) -> list[list[T]]:
     """`items` in at most `n` batches of about equal weight (largest first, each to the lightest
     batch), each batch in the items' order."""
     heap = [(0.0, i) for i in range(max(1, min(n, len(items))))]
-    out: list[list[Cell]] = [[] for _ in heap]
-    for cell in sorted(items, key=weight, reverse=True):
+    out: list[list[T]] = [[] for _ in heap]
+    for item in sorted(items, key=weight, reverse=True):
         load, i = heapq.heappop(heap)
-        out[i].append(cell)
-        heapq.heappush(heap, (load + weight(cell), i))
+        out[i].append(item)
+        heapq.heappush(heap, (load + weight(item), i))
     order = {id(c): k for k, c in enumerate(items)}
     return [sorted(b, key=lambda c: order[id(c)]) for b in out if b]
 
 
-def command(cell: Cell) -> str:
-    return arm64_vm.dynamorio_command(cell.run.vl, [f"./{cell.guest_path()}", *cell.run.argv()], CLIENT_ARGS)
+def processes(todo: Sequence[Cell]) -> list[list[Cell]]:
+    """The cells grouped into drrun processes: one per binary and VL, in the order the binaries
+    first appear; in a process the runs of one size and parameter set are consecutive (the
+    driver keeps one set's preparation, docs/contracts.md section 1), as qemu.batches orders them."""
+    groups: dict[tuple[Binary, int], list[Cell]] = {}
+    for cell in todo:
+        groups.setdefault((cell.binary, cell.run.vl), []).append(cell)
+    return [sorted(g, key=lambda c: c.run.argv()[1:]) for g in groups.values()]
+
+
+def command(group: Sequence[Cell]) -> str:
+    """One drrun of the driver's batch mode for a process's cells (one binary, one VL)."""
+    first = group[0]
+    assert all(c.binary == first.binary and c.run.vl == first.run.vl for c in group), "one binary and VL a process"
+    return arm64_vm.dynamorio_command(first.run.vl, [f"./{first.guest_path()}", *batch_argv([c.run for c in group])],
+                                      CLIENT_ARGS)
+
+
+def split_output(group: Sequence[Cell], out: arm64_vm.Output) -> list[arm64_vm.Output]:
+    """A process's output as one output per cell, each what the cell would print alone: its
+    `ok` line and its count line (armie_format.split_runs). The driver stops at the first run
+    that fails: the runs before it keep exit 0, that run gets the process's status and output
+    (the kernel's FAIL line), the runs after it no status (not run)."""
+    oks = [ln for ln in out.stdout.splitlines() if ln.startswith("ok ")]
+    try:
+        counts = split_runs(out.stderr, len(group))
+    except ValueError as e:
+        return [arm64_vm.Output(out.command, out.rc if out.rc else 1, "", f"{e}\n") for _ in group]
+    outs = []
+    for k in range(len(group)):
+        if k < len(oks):
+            outs.append(arm64_vm.Output(out.command, 0, oks[k] + "\n", counts[k]))
+        elif k == len(oks):
+            outs.append(arm64_vm.Output(out.command, out.rc, out.stdout, out.stderr))
+        else:
+            outs.append(arm64_vm.Output(out.command, None, "", f"not run: run {len(oks)} of its batch failed\n"))
+    return outs
 
 
 def read_output(cell: Cell, out: arm64_vm.Output) -> tuple[int, int]:
     """(ROI total, ROI SVE count) of one run in the guest; RunError naming the cell when the run
     failed, ran at another VL, or printed no count."""
     if out.rc != 0:
-        last = (out.stderr.strip() or out.stdout.strip() or f"exit {out.rc}").splitlines()[-1]
+        lines = (out.stderr.strip() or out.stdout.strip() or f"exit {out.rc}").splitlines()
+        # The kernel's own error line (docs/contracts.md 1) over what DynamoRIO printed after it.
+        last = next((ln for ln in reversed(lines) if ln.startswith(("FAIL: ", "usage error: "))), lines[-1])
         raise RunError(f"exit {out.rc}: {last[:200]}")
     fields = parse_ok_line(out.stdout, cell.name())
     if int(fields["vl"]) != cell.run.vl:
@@ -189,7 +237,9 @@ def compare(sweep: Sweep, counts: DataFrame, backend: str, binaries: Callable[[l
     result = Result(REGISTRY[reference].EVIDENCE, not_run=not_run)
     paths = binaries(sorted({c.binary for c in todo}, key=lambda b: (b.compiler, b.build, b.name)))
     files = {c.guest_path(): paths[c.binary] for c in todo}
-    parts = batches(todo, lambda c: want[c.key()].get("whole.total", 0) + 1, boots)
+    groups = processes(todo)
+    result.processes = len(groups)
+    parts = batches(groups, lambda g: sum(want[c.key()].get("whole.total", 0) + 1 for c in g), boots)
     t0, c0 = time.monotonic(), _children_cpu()
     with ThreadPoolExecutor(len(parts)) as pool:
         runs = list(pool.map(lambda part: _run_batch(sweep, guest, part, files, reference), enumerate(parts)))
@@ -197,7 +247,7 @@ def compare(sweep: Sweep, counts: DataFrame, backend: str, binaries: Callable[[l
     for part, batch in zip(parts, runs):
         result.batch_seconds.append(batch.seconds)
         result.provenance = batch.provenance
-        for cell, out in zip(part, batch.outputs):
+        for cell, out in ((c, o) for g, out in zip(part, batch.outputs) for c, o in zip(g, split_output(g, out))):
             result.compared += 1
             try:
                 got = read_output(cell, out)
@@ -241,11 +291,12 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _run_batch(sweep: Sweep, guest: arm64_vm.Guest, numbered: tuple[int, list[Cell]], files: dict[str, Path],
+def _run_batch(sweep: Sweep, guest: arm64_vm.Guest, numbered: tuple[int, list[list[Cell]]], files: dict[str, Path],
                reference: str) -> arm64_vm.Batch:
     i, part = numbered
     limit = BOOT_SECONDS + sum(sweep.time_limit(c.binary.kernel, c.binary.variant, c.run.size,
-                                                REGISTRY[reference].time_factor(sweep) * TIME_FACTOR) for c in part)
-    needed = {c.guest_path() for c in part}
-    return arm64_vm.run_batch(guest, [command(c) for c in part], {k: v for k, v in files.items() if k in needed}, limit,
+                                                REGISTRY[reference].time_factor(sweep) * TIME_FACTOR)
+                               for g in part for c in g)
+    needed = {g[0].guest_path() for g in part}
+    return arm64_vm.run_batch(guest, [command(g) for g in part], {k: v for k, v in files.items() if k in needed}, limit,
                               f"DynamoRIO batch {i + 1}")

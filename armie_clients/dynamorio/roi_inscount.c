@@ -21,6 +21,20 @@
  * removes them from the code it builds, so the program runs as if they were
  * NOPs, as it does under ArmIE.
  *
+ * Batch mode (kernels/harness/harness.c, `--batch`): one process runs several
+ * cells, executing the run mark hint #0x42 (0xd503285f, a NOP; the QEMU
+ * plugins' TBS_RUN_MARK) before each run and after the last. Each mark after
+ * the first ends a run: the client prints that run's count on stderr as
+ *     run <k>: <N> instructions executed of which <M> were emulated instructions
+ * (k = 0, 1, ...; or `run <k>: roi_inscount: ROI markers not balanced ...`)
+ * and restarts its ROI from zero, so each line counts what that run alone
+ * counts; nothing more is printed at exit (a run the process left without its
+ * mark, a failed run, gets `run <k>: ... ended before its run mark`). A process
+ * without the mark prints ArmIE's single line at exit, as before.
+ * analysis/backends/armie_format.py splits the lines into per-run outputs.
+ * Why batches: each drrun pays DynamoRIO's start-up and builds its code cache
+ * again, most of a cell's 11 CPU seconds in the emulated guest.
+ *
  * Options (ArmIE's sample client names):
  *   -noROI       count the whole program instead of the ROI
  *   -shared_libs count every module (default: the main executable only)
@@ -37,12 +51,16 @@
 
 #define ROI_BEGIN 0x2520e020u
 #define ROI_END 0x2520e040u
+#define RUN_MARK 0xd503285fu /* hint #0x42 */
+/* Note offsets of the three labels: ROI begin, ROI end, run mark. */
+enum { NOTE_BEGIN, NOTE_END, NOTE_RUN, NOTES };
 
 static uint64 total, sve;             /* every counted instruction */
 static uint64 roi_total, roi_sve;     /* closed ROIs */
 static uint64 begin_total, begin_sve; /* the counters at the open ROI's begin */
 static uint64 begins, ends;
 static bool in_roi, roi_error;
+static uint64 run_marks; /* batch mode: run marks executed so far */
 static bool whole_program, shared_libs;
 static app_pc exe_start, exe_end;
 static ptr_uint_t note_base; /* drmgr note values of the two marker labels */
@@ -70,7 +88,7 @@ is_marker_label(instr_t *instr, ptr_uint_t *which)
     if (!instr_is_label(instr))
         return false;
     ptr_uint_t note = (ptr_uint_t)instr_get_note(instr);
-    if (note != note_base && note != note_base + 1)
+    if (note < note_base || note >= note_base + NOTES)
         return false;
     *which = note - note_base;
     return true;
@@ -99,10 +117,57 @@ add(uint n, uint m)
     sve += m;
 }
 
+/* The ROI state of one run (or of a whole single-run process). */
+static void
+roi_reset(void)
+{
+    roi_total = roi_sve = begins = ends = 0;
+    in_roi = roi_error = false;
+}
+
+/* Print the ROI count gathered since the last reset, ArmIE's line; `prefix` names the run in a
+ * batch ("" for a single-run process, whose output stays ArmIE's). */
+static void
+report(const char *prefix, const char *unfinished)
+{
+    if (unfinished != NULL) {
+        dr_fprintf(STDERR, "%sroi_inscount: %s (begins %llu, ends %llu): no count\n", prefix,
+                   unfinished, (unsigned long long)begins, (unsigned long long)ends);
+    } else if (roi_error || in_roi || begins == 0 || begins != ends) {
+        dr_fprintf(STDERR,
+                   "%sroi_inscount: ROI markers not balanced (begins %llu, ends %llu): no count\n",
+                   prefix, (unsigned long long)begins, (unsigned long long)ends);
+    } else {
+        dr_fprintf(STDERR, "%s%llu instructions executed of which %llu were emulated instructions\n",
+                   prefix, (unsigned long long)roi_total, (unsigned long long)roi_sve);
+    }
+}
+
+static void
+run_prefix(char *buf, size_t len, uint64 run)
+{
+    dr_snprintf(buf, len, "run %llu: ", (unsigned long long)run);
+    buf[len - 1] = '\0';
+}
+
 static void
 mark(uint which)
 {
-    if (which == 0) {
+    if (which == NOTE_RUN) {
+        if (whole_program)
+            return; /* -noROI: one whole-process count at exit, batch or not */
+        /* The first mark opens the first run (nothing before it is a run's); each later one
+         * closes the run before it. */
+        if (run_marks > 0) {
+            char prefix[32];
+            run_prefix(prefix, sizeof prefix, run_marks - 1);
+            report(prefix, NULL);
+        }
+        run_marks++;
+        roi_reset();
+        return;
+    }
+    if (which == NOTE_BEGIN) {
         begins++;
         if (in_roi)
             roi_error = true;
@@ -121,8 +186,8 @@ mark(uint which)
     }
 }
 
-/* Replace each marker by a label the insertion pass turns into a mark() call: executed
- * natively the marker would raise SIGILL. */
+/* Replace each ROI marker by a label the insertion pass turns into a mark() call: executed
+ * natively the marker would raise SIGILL. A run mark gets a label before it. */
 static dr_emit_flags_t
 event_app2app(void *drcontext, void *tag, instrlist_t *bb, bool for_trace, bool translating)
 {
@@ -130,11 +195,14 @@ event_app2app(void *drcontext, void *tag, instrlist_t *bb, bool for_trace, bool 
     for (instr = instrlist_first_app(bb); instr != NULL; instr = next) {
         next = instr_get_next_app(instr);
         uint enc = encoding(instr);
-        if (enc != ROI_BEGIN && enc != ROI_END)
+        if (enc != ROI_BEGIN && enc != ROI_END && enc != RUN_MARK)
             continue;
         instr_t *label = INSTR_CREATE_label(drcontext);
-        instr_set_note(label, (void *)(note_base + (enc == ROI_BEGIN ? 0 : 1)));
+        int note = enc == ROI_BEGIN ? NOTE_BEGIN : enc == ROI_END ? NOTE_END : NOTE_RUN;
+        instr_set_note(label, (void *)(note_base + note));
         instrlist_preinsert(bb, instr, label);
+        if (enc == RUN_MARK)
+            continue; /* a NOP: it stays, executed and counted as under the QEMU plugins */
         instrlist_remove(bb, instr);
         instr_destroy(drcontext, instr);
     }
@@ -187,13 +255,13 @@ event_exit(void)
     if (whole_program) {
         dr_fprintf(STDERR, "%llu instructions executed of which %llu were emulated instructions\n",
                    (unsigned long long)total, (unsigned long long)sve);
-    } else if (roi_error || in_roi || begins == 0 || begins != ends) {
-        dr_fprintf(STDERR,
-                   "roi_inscount: ROI markers not balanced (begins %llu, ends %llu): no count\n",
-                   (unsigned long long)begins, (unsigned long long)ends);
-    } else {
-        dr_fprintf(STDERR, "%llu instructions executed of which %llu were emulated instructions\n",
-                   (unsigned long long)roi_total, (unsigned long long)roi_sve);
+    } else if (run_marks == 0) {
+        report("", NULL);
+    } else if (begins > 0) {
+        /* The process ended inside a run (a run that failed exits the batch): no count. */
+        char prefix[32];
+        run_prefix(prefix, sizeof prefix, run_marks - 1);
+        report(prefix, "the process ended before its run mark");
     }
     drmgr_unregister_bb_app2app_event(event_app2app);
     drmgr_unregister_bb_insertion_event(event_insert);
@@ -222,7 +290,7 @@ dr_client_main(client_id_t id, int argc, const char *argv[])
     dr_free_module_data(exe);
     if (!drmgr_init())
         DR_ASSERT(false);
-    note_base = drmgr_reserve_note_range(2);
+    note_base = drmgr_reserve_note_range(NOTES);
     DR_ASSERT(note_base != DRMGR_NOTE_NONE);
     if (!drmgr_register_bb_app2app_event(event_app2app, NULL) ||
         !drmgr_register_bb_instrumentation_event(NULL, event_insert, NULL))
