@@ -19,6 +19,9 @@ rule plot:
         counts=f"{RESULTS}/counts.csv",
         provenance=f"{RESULTS}/provenance.csv",
         raw=[job_output(j) for j in JOBS],
+        # The figures, checks and causes come from these files: an edit that moves no count
+        # (a title, a threshold, a cause) must still draw again.
+        config=[str(SWEEP.path), *map(str, SWEEP.table_paths)],
     output:
         figures=FIGURES,
         summary=f"{RESULTS}/summary.md",

@@ -21,6 +21,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -206,6 +207,23 @@ def test_a_source_edited_behind_its_old_mtime_still_goes_to_snakemake(own: Path)
         src.write_text(text)
         os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert answered(own, sweep(own))  # the source as it was: the same record answers
+
+
+@pytest.mark.slow
+def test_an_edited_figure_title_is_drawn_again(own: Path) -> None:
+    """A change of the sweep file that moves no count (a figure's title, a check's cause, a
+    threshold) is drawn again: the figures and summary.md are written anew. Before, the plot rule
+    took only the counts as input, so the fast path went to Snakemake, which found nothing to do
+    and left the old summary (a verdict cause edited in configs/default.yaml stayed stale)."""
+    settled(own)
+    text = (own / "sweep.yaml").read_text()
+    old, new = ('title: "scale"', 'title: "scale, again"') if 'title: "scale"' in text else ('title: "scale, again"', 'title: "scale"')
+    summary = own / "results" / "summary.md"
+    before = summary.stat().st_mtime_ns
+    time.sleep(0.05)
+    (own / "sweep.yaml").write_text(text.replace(old, new))
+    ok(sweep(own))
+    assert summary.stat().st_mtime_ns > before
 
 
 @pytest.mark.slow
