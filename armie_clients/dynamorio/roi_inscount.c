@@ -63,7 +63,7 @@ static bool in_roi, roi_error;
 static uint64 run_marks; /* batch mode: run marks executed so far */
 static bool whole_program, shared_libs;
 static app_pc exe_start, exe_end;
-static ptr_uint_t note_base; /* drmgr note values of the two marker labels */
+static ptr_uint_t note_base; /* drmgr note values of the marker labels: NOTE_BEGIN, NOTE_END, NOTE_RUN after it */
 
 static bool
 is_sve(uint enc)
