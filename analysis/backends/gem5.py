@@ -372,6 +372,6 @@ def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: R
         doc = json.loads((outdir / "sampling.json").read_text())
         rec["gem5"] = gem5_sampled.metrics(rec["gem5"], stats, doc, where)
         rec["sampling"] = {k: doc[k] for k in ("settings", "roi_insts", "ended_in_prefix", "dropped", "cpu_switches",
-                                                "work_end_in_drain", "detailed_insts")}
+                                                "work_end_in_drain", "detailed_insts", "end_cpu")}
         rec["sampling"]["units"] = len(doc["units"])
     return rec
