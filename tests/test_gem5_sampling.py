@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +102,9 @@ def test_a_sampled_record_sums_both_cpus_and_carries_its_interval() -> None:
     est = sampling.estimate(60_000, Part(20_003, 30_000), [], [Part(i, c) for i, c in record()["units"]], 1000, 10_000)
     assert got["insts"] == 60_003 and got["ops"] == 70_000
     assert got["cycles"] == pytest.approx(est.cycles) and got["ipc"] == pytest.approx(60_003 / est.cycles)
-    assert (got["cycles_ci_low"], got["cycles_ci_high"]) == (pytest.approx(est.low), pytest.approx(est.high))
+    model = est.cycles * gem5_sampled.MODEL_ERROR_PCT / 100  # the units' interval, widened
+    assert (got["cycles_ci_low"], got["cycles_ci_high"]) == (pytest.approx(est.low - model),
+                                                             pytest.approx(est.high + model))
     metrics = dict(gem5.metrics({}, {"gem5": got}, {}))
     assert metrics["gem5.cycles_ci_low"] <= metrics["gem5.cycles"] <= metrics["gem5.cycles_ci_high"]
     gem5.check_record({"gem5": got}, "runs[0]")
@@ -190,7 +191,6 @@ def test_bench_writes_gem5_sampled_from_both_trees(tmp_path: Path) -> None:
     timed: list[tuple[str, Path, bool, str]] = []
 
     def time_sweep(cfg: str, results: Path, hidden: bool, target: str) -> tuple[float, float]:
-        assert os.environ.get(gem5_sampled.VALIDATING) == "1"  # the refused mode runs for bench alone
         timed.append((cfg, results, hidden, target))
         return (0.0, 0.0) if hidden else (120.0, 200.0)
 
@@ -210,7 +210,6 @@ def test_bench_writes_gem5_sampled_from_both_trees(tmp_path: Path) -> None:
         "outside_interval": ["copy-acle_4v vl128 1048576"], "instructions_differ": [], "verdicts_differ": ["fig5"],
         "met": False}
     json.dumps(entry)  # plain numbers only
-    assert gem5_sampled.VALIDATING not in os.environ
     assert lines[0].startswith("gem5 cycle sweep, sampled: 120.0 s (target <= 240: met; full 900.0 s); 2 cells, "
                                "largest error 1.5 % (target <= 2 %), 1 outside their 99.7 % interval, instructions "
                                "equal in every cell, verdicts DIFFER: fig5")
@@ -266,15 +265,11 @@ RUNS = {j.binary.name: dataclasses.replace(j.runs[0], size=1048576)
         for j in gem5.jobs(config.load(REPO / "configs" / "default.yaml"), None)}
 
 
-def test_a_sampled_sweep_is_refused_in_one_line_but_for_bench_s_validation(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sampled_sweep_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It was refused (cycles up to 11 % low, outside their interval in 35 of 46 cells) until
+    the memory controller kept its state over the switches; bench's validation now holds."""
     monkeypatch.setattr(gem5, "find_gem5", lambda sweep: Path("/opt/gem5.fast"))
     monkeypatch.setattr(gem5, "gem5_version", lambda path: "v24.0.0.1")
-    monkeypatch.delenv(gem5_sampled.VALIDATING, raising=False)
-    assert gem5.preflight(sweep_with(tmp_path, {})) is not None
-    with pytest.raises(ConfigError, match="mode sampled is refused: .* 11 % too low .*fix: gem5: {mode: full}"):
-        gem5.preflight(sweep_with(tmp_path, {"mode": "sampled"}))
-    monkeypatch.setenv(gem5_sampled.VALIDATING, "1")
     assert gem5.preflight(sweep_with(tmp_path, {"mode": "sampled"})) is not None
 
 

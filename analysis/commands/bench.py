@@ -12,7 +12,7 @@ with other work the wall time says little, the CPU time stays comparable.
 4. the regression set (`./harness regress`) from a clean tree (target <= 10 s);
    where gem5 is found: the default cycle sweep on that tree (target <= 30 min) and gem5's
    simulated instructions per host second, O3 and fast-forward; then the same sweep in gem5's
-   sampled mode (refused in sweeps, gem5.SAMPLED_REFUSED: bench runs it to measure it), validated
+   sampled mode, validated
    against it cell by cell (gem5_sampled.bench_sampled: bench.json's gem5_sampled; targets
    <= 4 min, every cell within 2 %, at most 1 in 100 outside its interval);
    where the arm64 guest is built (./harness setup --with-arm64-vm): the default sweep's cells at VL
