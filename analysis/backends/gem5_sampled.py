@@ -74,7 +74,8 @@ def report(counts: DataFrame) -> list[str]:
     w = w.rename(columns={"gem5.cycles": "cycles", "gem5.cycles_ci_high": "high"})
     lines = ["", "## gem5 cycles, sampled", "",
              "Estimated from sampled O3 units (gem5: mode sampled; docs/guide/gem5.md), with the half-width of the "
-             "99.7 % interval; a ROI shorter than the detailed prefix is a full O3 run (± 0).", "",
+             f"units' 99.7 % interval widened by {MODEL_ERROR_PCT:g} %; a ROI shorter than the detailed prefix is a full "
+             "O3 run (± 0).", "",
              "| kernel | variant | op | dtype | system | VL | size | cycles | ± |", "|---|---|---|---|---|---|---|---|---|"]
     for r in w.itertuples():
         lines.append(f"| {r.kernel} | {r.variant} | {r.op} | {r.dtype} | {r.cpu_model} | {r.vl} | {r.size} | "
