@@ -12,7 +12,7 @@ with other work the wall time says little, the CPU time stays comparable.
 4. the regression set (`./harness regress`) from a clean tree (target <= 10 s);
    where gem5 is found: the default cycle sweep on that tree (target <= 30 min) and gem5's
    simulated instructions per host second, O3 and fast-forward; then the same sweep in gem5's
-   sampled mode (refused in sweeps, gem5.SAMPLED_REFUSED: bench runs it to measure it), validated
+   sampled mode, validated
    against it cell by cell (gem5_sampled.bench_sampled: bench.json's gem5_sampled; targets
    <= 4 min, every cell within 2 %, at most 1 in 100 outside its interval);
    where the arm64 guest is built (./harness setup --with-arm64-vm): the default sweep's cells at VL
@@ -62,6 +62,7 @@ from analysis.core.table import TableError, read_counts, read_provenance
 from analysis.stages import build
 from analysis.stages.checks import claim
 from analysis.stages.series import by_category
+from analysis.stages.verdict import Verdict
 
 REPO = config.REPO
 
@@ -151,7 +152,9 @@ def overhead(cfg: str, work: Path, min_seconds: float, repeats: int = 5) -> dict
     }
 
 def verdicts(cfg: str, results: Path) -> dict[str, str]:
-    """Each check of a sweep file evaluated on the tables in `results`: "result | verdict"."""
+    """Each check of a sweep file evaluated on the tables in `results`: its verdict (the word and
+    its cause or paper line, without the numbers: sampled cycles are estimates, so a result's
+    numbers move with any cycle while the verdict must not)."""
     sweep = mpi.without_unbuilt(config.load(Path(cfg) if Path(cfg).is_absolute() else REPO / cfg,
                                             {"results_dir": str(results)}))
     counts = by_category(read_counts(results / "counts.csv"))
@@ -160,8 +163,14 @@ def verdicts(cfg: str, results: Path) -> dict[str, str]:
     out = {}
     for c in sweep.checks:
         row = claim(c, counts, prov, sweep, ran)
-        out[c.id] = f"{row.result} | {row.verdict.text() if row.verdict else '-'}"
+        out[c.id] = verdict_of(row.verdict)
     return out
+
+
+def verdict_of(v: Verdict | None) -> str:
+    """A verdict as two modes must agree on it: its word and cause or paper line, not its pair's
+    numbers."""
+    return v.verdict if v else "-"
 
 
 def build_binaries(cfg: str, work: Path, cores: int, wanted: list[config.Binary]) -> dict[config.Binary, Path]:
