@@ -80,17 +80,21 @@ def logged(cmd):
     return cmd + (" 2> {log:q} || {{ [ -n \"${{%s:-}}\" ] || tail -n 1 {log:q} >&2; exit 1; }}" % F.SHOWN_BY_LOGGER)
 
 
-# Through Slurm (./harness sweep --slurm passes the profile's count-jobs and min-cells): the jobs travel in
-# Snakemake groups, each one Slurm job (analysis.core.groups). Locally Snakemake ignores groups;
+# Through Slurm (./harness sweep --slurm passes the profile's count-jobs, min-cells and
+# one-job-cells): the jobs travel in Snakemake groups, each one Slurm job (analysis.core.groups),
+# or all in one group where the sweep fits one allocation. Locally Snakemake ignores groups;
 # without count-jobs no rule has one.
 SLURM_COUNT_JOBS = int(config.get("slurm_count_jobs", 0))
+_SHORT = [(job_output(j), j) for j in PLANNED if R.REGISTRY[j.binary.backend].GROUPED]
+SLURM_ONE_JOB = bool(SLURM_COUNT_JOBS) and G.one_job(len(_SHORT), len(PLANNED) - len(_SHORT),
+                                                     int(config.get("slurm_one_job_cells", 0)))
 CELLS = G.cell_groups(
-    [(job_output(j), j) for j in PLANNED if R.REGISTRY[j.binary.backend].GROUPED],
+    _SHORT,
     lambda j: TABLE.row(j.binary.kernel, j.binary.variant).family,
     lambda j: sum(N.time_limits(SWEEP, j)),
     SLURM_COUNT_JOBS,
     int(config.get("slurm_min_cells", 1)),
-) if SLURM_COUNT_JOBS else G.CellGroups({}, {})
+) if SLURM_COUNT_JOBS and not SLURM_ONE_JOB else G.CellGroups({}, {})
 PLANNED_BY_OUTPUT = {job_output(j): j for j in PLANNED}
 # Each compiler's binaries: the last jobs of its build group, the inputs of its marker.
 BINARIES = {}
@@ -100,14 +104,18 @@ for _j in PLANNED:
 
 
 def grouped(group):
-    """The `group:` of a rule: `group` (a name or a function of the wildcards) through Slurm, else none."""
-    return group if SLURM_COUNT_JOBS else None
+    """The `group:` of a rule: `group` (a name or a function of the wildcards) through Slurm, the
+    one group of the whole sweep where it is one Slurm job, else none."""
+    if not SLURM_COUNT_JOBS or group is None:
+        return None
+    return G.SWEEP if SLURM_ONE_JOB else group
 
 
 def group_markers(jobs):
     """The marker files of the groups these jobs belong to (their build groups, their cell groups):
-    asked for by the sweep's targets, so that each group is one connected piece (groups.py)."""
-    if not SLURM_COUNT_JOBS:
+    asked for by the sweep's targets, so that each group is one connected piece (groups.py). The
+    sweep as one group needs none: every build and cell feeds the tail, which ties it together."""
+    if not SLURM_COUNT_JOBS or SLURM_ONE_JOB:
         return []
     compilers = sorted({j.binary.compiler for j in jobs})
     cells = sorted({CELLS.of[job_output(j)] for j in jobs if job_output(j) in CELLS.of})

@@ -42,7 +42,8 @@ def test_a64fx_profile_is_laid_over_the_generic_one() -> None:
     assert prof["set-resources"]["simulate_gem5"] == {"mem_mb": 4000}
     # A count cell: one A64FX core's minutes and share of the node's memory.
     assert prof["set-resources"]["count_qemu"] == {"runtime": 5, "mem_mb": 600}
-    assert prof["default-resources"]["mem_mb"] == 600 and prof["harness-groups"] == {"cores": 48, "count-jobs": 4, "min-cells": 48}
+    assert prof["default-resources"]["mem_mb"] == 600
+    assert prof["harness-groups"] == {"cores": 48, "count-jobs": 4, "min-cells": 48, "one-job-cells": 0}
     assert prof["default-resources"]["slurm_account"] == "acct1"
     assert prof["default-resources"]["slurm_partition"] == "a64fx-part"
     assert prof["executor"] == "slurm"
@@ -486,14 +487,63 @@ def test_cells_are_cut_into_at_most_count_jobs_groups_of_neighbours() -> None:
     assert heavy.members == {"cells_1of2": ["raw/copy-00"], "cells_2of2": ["raw/copy-01", "raw/pack-02", "raw/pack-03"]}
 
 
+def test_a_sweep_is_one_slurm_job_only_where_the_profile_says_it_fits_and_nothing_runs_alone() -> None:
+    # The plans (short cells, jobs that are Slurm jobs of their own) of the tiny sweep (8 QEMU
+    # cells), the default one (204) and the gem5 test sweep (one gem5 cell beside 2 QEMU cells).
+    tiny, default, gem5 = (8, 0), (204, 0), (2, 1)
+    local, generic = 1000, 0
+    assert groups.one_job(*tiny, local) and groups.one_job(*default, local)
+    # A gem5 cell or a perf measurement depends on the builds and feeds the tail: in one group
+    # with them it would leave the group and come back, which Snakemake refuses.
+    assert not groups.one_job(*gem5, local)
+    assert not groups.one_job(*tiny, generic) and not groups.one_job(*default, generic)
+    # The limit is inclusive; a sweep without short cells (perf alone) has nothing to group.
+    assert groups.one_job(204, 0, 204) and not groups.one_job(205, 0, 204) and not groups.one_job(0, 0, local)
+
+
+def test_a_failed_sweep_job_names_its_cells_first() -> None:
+    """A group of the whole sweep holds builds and the tail too: its cells are named first."""
+    f = slurm_failures.Failure("", "", "7", "", "/l/7.log", "sweep", (
+        ("collect", "/r/counts.csv"), ("link", "/b/gcc/vla/bin/qemu/copy-c_vec"),
+        ("count_qemu", "/r/raw/qemu/gcc/vla/max/copy-c_vec.json"), ("count_qemu", "/r/raw/qemu/gcc/vla/max/copy-acle_4v.json")))
+    assert slurm_failures.what_failed(f) == ("group sweep (count_qemu copy-acle_4v (qemu gcc vla max), "
+                                             "count_qemu copy-c_vec (qemu gcc vla max), collect /r/counts.csv and 1 more)")
+
+
+def test_steady_status_checks_wait_the_profiles_interval_after_every_check() -> None:
+    """The plugin waits 10 s longer after each check that saw no Slurm job end (up to 180 s): a
+    one-job sweep was noticed up to a minute after its end. The steady check resets the wait."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from analysis.commands import slurm_steady
+
+    async def backing_off(self, active_jobs):  # the plugin's check: no job ended, so it backs off
+        self.next_seconds_between_status_checks += 10
+        for job in active_jobs:
+            yield job
+
+    executor = SimpleNamespace(next_seconds_between_status_checks=32,
+                               workflow=SimpleNamespace(executor_settings=SimpleNamespace(init_seconds_before_status_checks=2)))
+
+    async def check() -> list[str]:
+        return [j async for j in slurm_steady.steady(backing_off)(executor, ["a", "b"])]
+
+    assert asyncio.run(check()) == ["a", "b"]
+    assert executor.next_seconds_between_status_checks == 2
+    assert slurm.load_profile("local")[slurm.STEADY_KEY] is True and slurm.STEADY_KEY not in slurm.load_profile(None)
+
+
 def test_a_cells_slurm_time_is_its_plans_limits() -> None:
     assert groups.cell_minutes([120.0, 180.0]) == 6 and groups.cell_minutes([1.0]) == 2
 
 
 def test_profiles_carry_the_grouping_and_snakemake_never_sees_it() -> None:
-    for name, cores, count_jobs, min_cells in ((None, 4, 16, 8), ("local", 2, 2, 16), ("a64fx", 48, 4, 48)):
+    # A cluster's profiles keep several groups for any sweep; the one-node local Slurm makes a sweep one job.
+    for name, cores, count_jobs, min_cells, one_job_cells in ((None, 4, 16, 8, 0), ("local", 2, 2, 16, 1000),
+                                                               ("a64fx", 48, 4, 48, 0)):
         prof = slurm.load_profile(name, "acct", "part")
-        assert slurm.groups_of(prof, name) == slurm.Groups(cores, count_jobs, min_cells)
+        assert slurm.groups_of(prof, name) == slurm.Groups(cores, count_jobs, min_cells, one_job_cells)
     (tmp := Path(tempfile.mkdtemp())).joinpath("config.yaml").write_text("harness-groups: {count-jobs: 0}\n")
     try:
         with pytest.raises(slurm.SlurmError, match="harness-groups: count-jobs: a whole number >= 1 .it has 0."):
@@ -518,7 +568,8 @@ def test_a_drained_node_lets_its_jobs_finish_and_the_sweep_wait() -> None:
 @pytest.mark.slow
 def test_the_default_sweep_is_at_most_24_slurm_jobs_through_either_profile(tmp_path: Path) -> None:
     """Snakemake's dry run lists each group job once: the default sweep's jobs, through the
-    generic and the local profile, make few Slurm jobs (issue 32: <= 24)."""
+    generic and the local profile, make few Slurm jobs (issue 32: <= 24): the generic profile's
+    groups, and the local profile's one group of the whole sweep."""
     for name in (None, "local"):
         g = slurm.groups_of(slurm.load_profile(name), name)
         # As the Slurm path starts it: the profile's cores, the groups' config entry.
@@ -533,5 +584,5 @@ def test_the_default_sweep_is_at_most_24_slurm_jobs_through_either_profile(tmp_p
         alone = set(re.findall(r"^rule (\w+):", proc.stdout, re.M))
         assert alone == {"reduce_matrix", "counts_all"}, alone
         assert len(group_jobs) == len(set(group_jobs)) <= 24
-        assert sorted(set(group_jobs)) == sorted(["tools", "build_gcc", "build_clang", "tail",
-                                                  *(f"cells_{i}of{g.count_jobs}" for i in range(1, g.count_jobs + 1))])
+        assert sorted(group_jobs) == (["sweep"] if name == "local" else sorted(
+            ["tools", "build_gcc", "build_clang", "tail", *(f"cells_{i}of{g.count_jobs}" for i in range(1, g.count_jobs + 1))]))

@@ -10,6 +10,10 @@ runs; a count cell runs for a second. So through Slurm the workflow's jobs trave
   equal planned time, one family after another;
 - `tail`: collect and plot (and perf's table and plot).
 
+Or all of them in one group, `sweep`: where the profile says a sweep of its size fits one
+allocation (`one-job-cells`, `one_job`): on a single node the groups above would take the node
+in turn, each paying the fixed cost of a Slurm job, for no job side by side.
+
 A cell of a backend that is not GROUPED (gem5: hours on one core; perf: a whole node) stays one
 Slurm job, its time limit the sum of its plan's (the sweep's time_limit).
 
@@ -28,10 +32,20 @@ from analysis.core.model import Job
 
 TOOLS = "tools"
 TAIL = "tail"
+SWEEP = "sweep"
 
 
 def build_group(compiler: str) -> str:
     return f"build_{compiler}"
+
+
+def one_job(cells: int, alone: int, one_job_cells: int) -> bool:
+    """Whether the whole sweep travels as one Slurm job (group SWEEP): it has at most
+    `one_job_cells` short cells (the profile's `one-job-cells`; 0: never) and no job that is a
+    Slurm job of its own (`alone`: gem5 cells, perf measurements). Such a job depends on the
+    builds and feeds the tail, so with it in the sweep the one group would leave the group and
+    come back, which Snakemake refuses."""
+    return alone == 0 and 0 < cells <= one_job_cells
 
 
 def cell_minutes(time_limits: Iterable[float]) -> int:
