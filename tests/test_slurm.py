@@ -516,7 +516,7 @@ def test_steady_status_checks_wait_the_profiles_interval_after_every_check() -> 
     import asyncio
     from types import SimpleNamespace
 
-    from analysis.commands import slurm_steady
+    from analysis.commands import slurm_snakemake
 
     async def backing_off(self, active_jobs):  # the plugin's check: no job ended, so it backs off
         self.next_seconds_between_status_checks += 10
@@ -527,11 +527,20 @@ def test_steady_status_checks_wait_the_profiles_interval_after_every_check() -> 
                                workflow=SimpleNamespace(executor_settings=SimpleNamespace(init_seconds_before_status_checks=2)))
 
     async def check() -> list[str]:
-        return [j async for j in slurm_steady.steady(backing_off)(executor, ["a", "b"])]
+        return [j async for j in slurm_snakemake.steady(backing_off)(executor, ["a", "b"])]
 
     assert asyncio.run(check()) == ["a", "b"]
     assert executor.next_seconds_between_status_checks == 2
     assert slurm.load_profile("local")[slurm.STEADY_KEY] is True and slurm.STEADY_KEY not in slurm.load_profile(None)
+
+
+def test_the_slurm_jobs_do_not_import_the_executor_plugin() -> None:
+    """Its directory left PYTHONPATH of the jobs' Snakemakes (they imported it: 0.5 CPU s each)."""
+    from analysis.commands import slurm_snakemake
+
+    site = str(slurm.SLURM_SITE)
+    assert slurm_snakemake.without_plugin_path(f"{site}{os.pathsep}/x{os.pathsep}/y", site) == f"/x{os.pathsep}/y"
+    assert slurm_snakemake.without_plugin_path(site, site + "/") == ""
 
 
 def test_a_cells_slurm_time_is_its_plans_limits() -> None:

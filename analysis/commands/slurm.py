@@ -39,7 +39,7 @@ PROFILES = config.REPO / "configs" / "profiles"
 # The profile's own section, read by the harness and taken out of what Snakemake gets.
 GROUPS_KEY = "harness-groups"
 # true: the executor's status checks at the profile's interval every time, not 10 s longer after
-# each that saw no Slurm job end (analysis/commands/slurm_steady.py). For a small or local Slurm.
+# each that saw no Slurm job end (analysis/commands/slurm_snakemake.py). For a small or local Slurm.
 STEADY_KEY = "harness-steady-status-checks"
 HARNESS_KEYS = (GROUPS_KEY, STEADY_KEY)
 GENERIC = PROFILES / "slurm"
@@ -285,7 +285,8 @@ def run(cmd: list[str], plan: Plan) -> int:
         pdir = write_profile(prof, Path(tmp) / "profile")
         # Before --config, which takes every word after it.
         n = len(guard.SNAKEMAKE)
-        snakemake = [sys.executable, str(Path(__file__).with_name("slurm_steady.py"))] if plan.steady else cmd[:n]
+        # Snakemake with the executor plugin's side adjusted (analysis/commands/slurm_snakemake.py).
+        snakemake = [sys.executable, str(Path(__file__).with_name("slurm_snakemake.py")), *(["--steady"] if plan.steady else [])]
         proc = subprocess.Popen([*snakemake, "--profile", str(pdir), *cmd[n:]], stderr=subprocess.PIPE, text=True,
                                 env=executor_env())
         stopped: list[str] = []
