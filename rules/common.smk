@@ -86,15 +86,22 @@ def logged(cmd):
 # without count-jobs no rule has one.
 SLURM_COUNT_JOBS = int(config.get("slurm_count_jobs", 0))
 _SHORT = [(job_output(j), j) for j in PLANNED if R.REGISTRY[j.binary.backend].GROUPED]
-SLURM_ONE_JOB = bool(SLURM_COUNT_JOBS) and G.one_job(len(_SHORT), len(PLANNED) - len(_SHORT),
-                                                     int(config.get("slurm_one_job_cells", 0)))
-CELLS = G.cell_groups(
-    _SHORT,
-    lambda j: TABLE.row(j.binary.kernel, j.binary.variant).family,
-    lambda j: sum(N.time_limits(SWEEP, j)),
-    SLURM_COUNT_JOBS,
-    int(config.get("slurm_min_cells", 1)),
-) if SLURM_COUNT_JOBS and not SLURM_ONE_JOB else G.CellGroups({}, {})
+# Cells of counts.csv that are Slurm jobs of their own (gem5's).
+_ALONE = [j for j in PLANNED if not R.REGISTRY[j.binary.backend].GROUPED and R.REGISTRY[j.binary.backend].TABLE == "counts.csv"]
+SLURM_ONE_JOB = bool(SLURM_COUNT_JOBS) and G.one_job(len(_SHORT), len(_ALONE), int(config.get("slurm_one_job_cells", 0)))
+_SHORT_COMPILERS = {j.binary.compiler for _, j in _SHORT}
+if SLURM_ONE_JOB:
+    CELLS = G.CellGroups({k: G.SWEEP for k, _ in _SHORT}, {G.SWEEP: [k for k, _ in _SHORT]})
+elif SLURM_COUNT_JOBS:
+    CELLS = G.cell_groups(
+        _SHORT,
+        lambda j: TABLE.row(j.binary.kernel, j.binary.variant).family,
+        lambda j: sum(N.time_limits(SWEEP, j)),
+        SLURM_COUNT_JOBS,
+        int(config.get("slurm_min_cells", 1)),
+    )
+else:
+    CELLS = G.CellGroups({}, {})
 PLANNED_BY_OUTPUT = {job_output(j): j for j in PLANNED}
 # Each compiler's binaries: the last jobs of its build group, the inputs of its marker.
 BINARIES = {}
@@ -108,17 +115,25 @@ def grouped(group):
     one group of the whole sweep where it is one Slurm job, else none."""
     if not SLURM_COUNT_JOBS or group is None:
         return None
-    return G.SWEEP if SLURM_ONE_JOB else group
+    if not SLURM_ONE_JOB:
+        return group
+    if callable(group):
+        return lambda wildcards: _one_job(group(wildcards))
+    return _one_job(group)
+
+
+def _one_job(group):
+    return G.SWEEP if G.in_one_job(group, _SHORT_COMPILERS) else group
 
 
 def group_markers(jobs):
     """The marker files of the groups these jobs belong to (their build groups, their cell groups):
     asked for by the sweep's targets, so that each group is one connected piece (groups.py). The
     sweep as one group needs none: every build and cell feeds the tail, which ties it together."""
-    if not SLURM_COUNT_JOBS or SLURM_ONE_JOB:
+    if not SLURM_COUNT_JOBS:
         return []
-    compilers = sorted({j.binary.compiler for j in jobs})
-    cells = sorted({CELLS.of[job_output(j)] for j in jobs if job_output(j) in CELLS.of})
+    compilers = sorted({j.binary.compiler for j in jobs} - (_SHORT_COMPILERS if SLURM_ONE_JOB else set()))
+    cells = [] if SLURM_ONE_JOB else sorted({CELLS.of[job_output(j)] for j in jobs if job_output(j) in CELLS.of})
     return [f"{BUILD}/groups/{G.build_group(c)}.done" for c in compilers] + [f"{RESULTS}/logs/groups/{c}.done" for c in cells]
 
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from analysis.commands import bench, slurm, slurm_failures
 from analysis.core import config, groups
@@ -274,17 +275,15 @@ def test_tiny_sweep_through_slurm_equals_the_local_run(local_slurm: dict[str, st
     proc = slurm_run
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (results / "counts.csv").read_bytes() == local_counts
-    # The jobs travel in groups (issue 32), each one Slurm job named by its group and its rules:
-    # the QEMU plugins, the builds, the cells (two: fewer than the local profile's min-cells, so
-    # one group), the tail.
+    # The jobs travel in groups (issue 32), each one Slurm job named by its group and its rules.
+    # On the local profile's one node the sweep (2 cells: under its one-job-cells) is ONE Slurm
+    # job: the QEMU plugins, the builds, the cells and the tail side by side on its two cores
+    # (it was 4, tools, build_gcc, cells_1of1 and tail, taking the node in turn).
     jobs = run_jobs(local_slurm, run_id(proc.stderr))
-    comments = sorted(c for _, _, c in jobs)
-    assert comments == ["rule_build_gcc_build_group_done_driver_object_harness_object_kernel_object_link_...",
-                        "rule_cells_1of1_cell_group_done_count_qemu", "rule_tail_collect_plot",
-                        "rule_tools_plugin_plugin_core"]
+    assert [c for _, _, c in jobs] == ["rule_sweep_collect_count_qemu_driver_object_harness_object_kernel_object_..."]
     assert {s for _, s, _ in jobs} == {"COMPLETED"}
     submitted = re.findall(r"has been submitted with SLURM jobid", proc.stderr)
-    assert len(jobs) == len(submitted) == 4
+    assert len(jobs) == len(submitted) == 1
     # Nothing changed: nothing is submitted.
     again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -312,23 +311,25 @@ def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
                                  cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         pending = wait_for(lambda: [j for j in subprocess.run(
             ["squeue", "-h", "-t", "PD", "-o", "%i|%k"], env=local_slurm, capture_output=True, text=True
-        ).stdout.split() if "|rule_cells_1of1_" in j], 300)
+        ).stdout.split() if "|rule_sweep_" in j], 300)
         victim = pending[0].split("|")[0]
         subprocess.run(["scancel", victim], env=local_slurm, check=True)
     finally:
         subprocess.run(["scancel", block], env=local_slurm)
     out, err = sweep.communicate(timeout=900)
     assert sweep.returncode == 1, err[-3000:]
-    assert (f"error: group cells_1of1 (count_qemu copy-acle_4v (qemu gcc vla max), count_qemu copy-c_vec (qemu gcc vla max)): "
+    # The sweep's one Slurm job (the builds were done: its cells and the tail), its cells first.
+    assert (f"error: group sweep (count_qemu copy-acle_4v (qemu gcc vla max), count_qemu copy-c_vec (qemu gcc vla max), "
+            f"collect {results}/counts.csv and 1 more): "
             f"Slurm job {victim} CANCELLED, cancelled (scancel); Slurm log: "
-            f"{REPO}/.snakemake/slurm_logs/group_cells_1of1_cell_group_done_count_qemu/{victim}.log; "
+            f"{REPO}/.snakemake/slurm_logs/group_sweep_collect_count_qemu_plot/{victim}.log; "
             "rerun the same command to complete only what is missing") in err.splitlines(), err[-3000:]
     assert not (results / "counts.csv").exists()
     # The rerun submits the cancelled group and what depends on it: the builds are done.
     again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
     assert again.returncode == 0, again.stderr[-3000:]
     comments = sorted(c for _, _, c in run_jobs(local_slurm, run_id(again.stderr)))
-    assert comments == ["rule_cells_1of1_cell_group_done_count_qemu", "rule_tail_collect_plot"]
+    assert comments == ["rule_sweep_collect_count_qemu_plot"]
     assert (results / "counts.csv").read_bytes() == local_counts
 
 
@@ -385,14 +386,21 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
 def test_a_node_drained_mid_sweep_loses_no_result(local_slurm: dict[str, str], slurm_work: Path, local_counts: bytes,
                                                    slurm_run: subprocess.CompletedProcess) -> None:
     """Drained while a group of cells runs: that group finishes and keeps its raw files, the
-    sweep waits (it used to stop and cancel what ran there), and goes on when the node is resumed."""
+    sweep waits (it used to stop and cancel what ran there), and goes on when the node is resumed.
+    With the local profile's groups (one-job-cells: 0): the sweep as one Slurm job has nothing
+    left to wait for when its job ends."""
     assert slurm_run.returncode == 0, slurm_run.stderr[-3000:]
+    groups_profile = slurm_work / "groups-profile"
+    groups_profile.mkdir(exist_ok=True)
+    local = yaml.safe_load((slurm.PROFILES / "slurm-local" / "config.yaml").read_text())
+    local["harness-groups"]["one-job-cells"] = 0
+    (groups_profile / "config.yaml").write_text(yaml.safe_dump(local))
     node = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%N"], env=local_slurm, capture_output=True,
                           text=True, check=True).stdout.strip()
     results = slurm_work / "drain-results"
     sweep = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
                               "--set", f"results_dir={results}", "--set", f"build_dir={slurm_work / 'slurm-build'}",
-                              "--slurm", "local"],
+                              "--slurm", str(groups_profile)],
                              cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         running = wait_for(lambda: [j for j in subprocess.run(
@@ -452,8 +460,8 @@ def test_bench_reports_the_sweep_through_slurm_beside_the_local_run(
     monkeypatch.setenv("SLURM_CONF", local_slurm["SLURM_CONF"])
     got = bench.slurm_sweeps(tmp_path, 2, None, None, [("tiny", str(TINY))])
     fig = got["tiny"]
-    # tools, build_gcc, one group of cells, tail.
-    assert fig["config"] == str(TINY) and fig["slurm_jobs"] == 4
+    # The whole sweep in one Slurm job (the local profile's one-job-cells).
+    assert fig["config"] == str(TINY) and fig["slurm_jobs"] == 1
     assert fig["slurm_s"] > 0 and fig["local_s"] > 0 and fig["rerun_noop_slurm_s"] > 0
     assert fig["counts_identical"] is True and fig["rerun_slurm_jobs"] == 0 and fig["target_ratio"] == 1.5
     assert (tmp_path / "slurm-tiny" / "results" / "counts.csv").read_bytes() == \
@@ -488,8 +496,9 @@ def test_cells_are_cut_into_at_most_count_jobs_groups_of_neighbours() -> None:
 
 
 def test_a_sweep_is_one_slurm_job_only_where_the_profile_says_it_fits_and_nothing_runs_alone() -> None:
-    # The plans (short cells, jobs that are Slurm jobs of their own) of the tiny sweep (8 QEMU
-    # cells), the default one (204) and the gem5 test sweep (one gem5 cell beside 2 QEMU cells).
+    # The plans (short cells, cells of counts.csv that are Slurm jobs of their own) of the tiny
+    # sweep (8 QEMU cells), the default one (204, and 5 perf measurements, which have a chain of
+    # their own: not counted) and the gem5 test sweep (one gem5 cell beside 2 QEMU cells).
     tiny, default, gem5 = (8, 0), (204, 0), (2, 1)
     local, generic = 1000, 0
     assert groups.one_job(*tiny, local) and groups.one_job(*default, local)
@@ -499,6 +508,9 @@ def test_a_sweep_is_one_slurm_job_only_where_the_profile_says_it_fits_and_nothin
     assert not groups.one_job(*tiny, generic) and not groups.one_job(*default, generic)
     # The limit is inclusive; a sweep without short cells (perf alone) has nothing to group.
     assert groups.one_job(204, 0, 204) and not groups.one_job(205, 0, 204) and not groups.one_job(0, 0, local)
+    # What the one group takes in: the counts' chain, not perf's native builds or its table and plot.
+    assert [g for g in ("tools", "build_gcc", "build_clang", "build_native", "sweep", "tail", "perf_tail")
+            if groups.in_one_job(g, {"gcc", "clang"})] == ["tools", "build_gcc", "build_clang", "sweep", "tail"]
 
 
 def test_a_failed_sweep_job_names_its_cells_first() -> None:

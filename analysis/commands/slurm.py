@@ -308,12 +308,24 @@ def run(cmd: list[str], plan: Plan) -> int:
         done.set()
         watcher.join()
     if stopped:
+        cancel_left("".join(log))
         print(f"error: {stopped[0]}", file=sys.stderr, flush=True)
         return 1
     if rc != 0:
         for f in failures("".join(log)):
             print(failure_line(f, *slurm_state(f.jobid)), file=sys.stderr, flush=True)
     return rc
+
+
+def cancel_left(log: str) -> None:
+    """Cancel what is left of the run's Slurm jobs (named by its run id) after the watchdog
+    stopped it: Snakemake cancels the jobs it holds as active, but a status check takes them out of
+    that list while it runs (snakemake-interface-executor-plugins' _wait_for_jobs), so an
+    interrupt during one can leave a waiting job behind (inferred from the code; seen once, with a
+    status check every 2 s: a pending job left after the sweep had stopped)."""
+    run = re.search(r"^SLURM run ID: (\S+)", log, re.M)
+    if run:
+        _run(["scancel", "--name", run.group(1)])
 
 
 def _watch(proc: subprocess.Popen, partition: str, stopped: list[str], done: threading.Event) -> None:
