@@ -171,6 +171,19 @@ onstart:
     if workflow.local_exec:
         workflow.scheduler.job_rate_limiter = None
 
+# The Snakemake that runs a group inside a Slurm job (srun's: the local executor, not the main
+# process) is started with --no-hooks, so onstart does not run there: a sweep that is one Slurm
+# job kept the limiter for all its jobs (that Snakemake took as much CPU as a QEMU run beside it).
+# Its settings arrive after the workflow is read: dropped as it starts executing.
+if workflow.local_exec and not workflow.is_main_process:
+    _execute = workflow.execute
+
+    def _execute_without_rate_limit(*args, **kwargs):
+        workflow.scheduling_settings.max_jobs_per_timespan = None
+        return _execute(*args, **kwargs)
+
+    workflow.execute = _execute_without_rate_limit
+
 
 if SLURM_COUNT_JOBS:
 

@@ -500,8 +500,8 @@ def test_a_sweep_is_one_slurm_job_only_where_the_profile_says_it_fits_and_nothin
     # sweep (8 QEMU cells), the default one (204, and 5 perf measurements, which have a chain of
     # their own: not counted) and the gem5 test sweep (one gem5 cell beside 2 QEMU cells).
     tiny, default, gem5 = (8, 0), (204, 0), (2, 1)
-    local, generic = 1000, 0
-    assert groups.one_job(*tiny, local) and groups.one_job(*default, local)
+    local, generic = 64, 0
+    assert groups.one_job(*tiny, local) and not groups.one_job(*default, local) and groups.one_job(*default, 1000)
     # A gem5 cell or a perf measurement depends on the builds and feeds the tail: in one group
     # with them it would leave the group and come back, which Snakemake refuses.
     assert not groups.one_job(*gem5, local)
@@ -561,7 +561,7 @@ def test_a_cells_slurm_time_is_its_plans_limits() -> None:
 
 def test_profiles_carry_the_grouping_and_snakemake_never_sees_it() -> None:
     # A cluster's profiles keep several groups for any sweep; the one-node local Slurm makes a sweep one job.
-    for name, cores, count_jobs, min_cells, one_job_cells in ((None, 4, 16, 8, 0), ("local", 2, 2, 16, 1000),
+    for name, cores, count_jobs, min_cells, one_job_cells in ((None, 4, 16, 8, 0), ("local", 2, 2, 16, 64),
                                                                ("a64fx", 48, 4, 48, 0)):
         prof = slurm.load_profile(name, "acct", "part")
         assert slurm.groups_of(prof, name) == slurm.Groups(cores, count_jobs, min_cells, one_job_cells)
@@ -590,7 +590,7 @@ def test_a_drained_node_lets_its_jobs_finish_and_the_sweep_wait() -> None:
 def test_the_default_sweep_is_at_most_24_slurm_jobs_through_either_profile(tmp_path: Path) -> None:
     """Snakemake's dry run lists each group job once: the default sweep's jobs, through the
     generic and the local profile, make few Slurm jobs (issue 32: <= 24): the generic profile's
-    groups, and the local profile's one group of the whole sweep."""
+    groups, and the local profile's (204 cells: over its one-job-cells)."""
     for name in (None, "local"):
         g = slurm.groups_of(slurm.load_profile(name), name)
         # As the Slurm path starts it: the profile's cores, the groups' config entry.
@@ -605,5 +605,5 @@ def test_the_default_sweep_is_at_most_24_slurm_jobs_through_either_profile(tmp_p
         alone = set(re.findall(r"^rule (\w+):", proc.stdout, re.M))
         assert alone == {"reduce_matrix", "counts_all"}, alone
         assert len(group_jobs) == len(set(group_jobs)) <= 24
-        assert sorted(group_jobs) == (["sweep"] if name == "local" else sorted(
-            ["tools", "build_gcc", "build_clang", "tail", *(f"cells_{i}of{g.count_jobs}" for i in range(1, g.count_jobs + 1))]))
+        assert sorted(group_jobs) == sorted(["tools", "build_gcc", "build_clang", "tail",
+                                             *(f"cells_{i}of{g.count_jobs}" for i in range(1, g.count_jobs + 1))])
