@@ -561,7 +561,7 @@ def test_a_cells_slurm_time_is_its_plans_limits() -> None:
 
 def test_profiles_carry_the_grouping_and_snakemake_never_sees_it() -> None:
     # A cluster's profiles keep several groups for any sweep; the one-node local Slurm makes a sweep one job.
-    for name, cores, count_jobs, min_cells, one_job_cells in ((None, 4, 16, 8, 0), ("local", 2, 2, 16, 64),
+    for name, cores, count_jobs, min_cells, one_job_cells in ((None, 4, 16, 8, 0), ("local", 1, 2, 16, 64),
                                                                ("a64fx", 48, 4, 48, 0)):
         prof = slurm.load_profile(name, "acct", "part")
         assert slurm.groups_of(prof, name) == slurm.Groups(cores, count_jobs, min_cells, one_job_cells)
@@ -571,6 +571,17 @@ def test_profiles_carry_the_grouping_and_snakemake_never_sees_it() -> None:
             slurm.groups_of(slurm.load_profile(str(tmp)), str(tmp))
     finally:
         shutil.rmtree(tmp)
+
+
+def test_the_local_node_runs_two_group_jobs_side_by_side() -> None:
+    """The local profile's group jobs asked for the node's two CPUs (cores: 2), so the default
+    sweep's six group jobs ran one after the other: each compiler's builds, then each group of
+    cells, no job beside another (2026-11-27: 256 s through Slurm against 176 s with one CPU a
+    group job). A group job of one CPU lets the node of 2 take the two compilers' builds, then the
+    two groups of cells, side by side; inside, its Snakemake gets `--cores all`, which on this
+    Slurm (no CPU binding) is still the node's 2."""
+    g = slurm.groups_of(slurm.load_profile("local"), "local")
+    assert (g.cores, g.count_jobs) == (1, 2)
 
 
 def test_a_drained_node_lets_its_jobs_finish_and_the_sweep_wait() -> None:
