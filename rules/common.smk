@@ -80,17 +80,28 @@ def logged(cmd):
     return cmd + (" 2> {log:q} || {{ [ -n \"${{%s:-}}\" ] || tail -n 1 {log:q} >&2; exit 1; }}" % F.SHOWN_BY_LOGGER)
 
 
-# Through Slurm (./harness sweep --slurm passes the profile's count-jobs and min-cells): the jobs travel in
-# Snakemake groups, each one Slurm job (analysis.core.groups). Locally Snakemake ignores groups;
+# Through Slurm (./harness sweep --slurm passes the profile's count-jobs, min-cells and
+# one-job-cells): the jobs travel in Snakemake groups, each one Slurm job (analysis.core.groups),
+# or all in one group where the sweep fits one allocation. Locally Snakemake ignores groups;
 # without count-jobs no rule has one.
 SLURM_COUNT_JOBS = int(config.get("slurm_count_jobs", 0))
-CELLS = G.cell_groups(
-    [(job_output(j), j) for j in PLANNED if R.REGISTRY[j.binary.backend].GROUPED],
-    lambda j: TABLE.row(j.binary.kernel, j.binary.variant).family,
-    lambda j: sum(N.time_limits(SWEEP, j)),
-    SLURM_COUNT_JOBS,
-    int(config.get("slurm_min_cells", 1)),
-) if SLURM_COUNT_JOBS else G.CellGroups({}, {})
+_SHORT = [(job_output(j), j) for j in PLANNED if R.REGISTRY[j.binary.backend].GROUPED]
+# Cells of counts.csv that are Slurm jobs of their own (gem5's).
+_ALONE = [j for j in PLANNED if not R.REGISTRY[j.binary.backend].GROUPED and R.REGISTRY[j.binary.backend].TABLE == "counts.csv"]
+SLURM_ONE_JOB = bool(SLURM_COUNT_JOBS) and G.one_job(len(_SHORT), len(_ALONE), int(config.get("slurm_one_job_cells", 0)))
+_SHORT_COMPILERS = {j.binary.compiler for _, j in _SHORT}
+if SLURM_ONE_JOB:
+    CELLS = G.CellGroups({k: G.SWEEP for k, _ in _SHORT}, {G.SWEEP: [k for k, _ in _SHORT]})
+elif SLURM_COUNT_JOBS:
+    CELLS = G.cell_groups(
+        _SHORT,
+        lambda j: TABLE.row(j.binary.kernel, j.binary.variant).family,
+        lambda j: sum(N.time_limits(SWEEP, j)),
+        SLURM_COUNT_JOBS,
+        int(config.get("slurm_min_cells", 1)),
+    )
+else:
+    CELLS = G.CellGroups({}, {})
 PLANNED_BY_OUTPUT = {job_output(j): j for j in PLANNED}
 # Each compiler's binaries: the last jobs of its build group, the inputs of its marker.
 BINARIES = {}
@@ -100,17 +111,29 @@ for _j in PLANNED:
 
 
 def grouped(group):
-    """The `group:` of a rule: `group` (a name or a function of the wildcards) through Slurm, else none."""
-    return group if SLURM_COUNT_JOBS else None
+    """The `group:` of a rule: `group` (a name or a function of the wildcards) through Slurm, the
+    one group of the whole sweep where it is one Slurm job, else none."""
+    if not SLURM_COUNT_JOBS or group is None:
+        return None
+    if not SLURM_ONE_JOB:
+        return group
+    if callable(group):
+        return lambda wildcards: _one_job(group(wildcards))
+    return _one_job(group)
+
+
+def _one_job(group):
+    return G.SWEEP if G.in_one_job(group, _SHORT_COMPILERS) else group
 
 
 def group_markers(jobs):
     """The marker files of the groups these jobs belong to (their build groups, their cell groups):
-    asked for by the sweep's targets, so that each group is one connected piece (groups.py)."""
+    asked for by the sweep's targets, so that each group is one connected piece (groups.py). The
+    sweep as one group needs none: every build and cell feeds the tail, which ties it together."""
     if not SLURM_COUNT_JOBS:
         return []
-    compilers = sorted({j.binary.compiler for j in jobs})
-    cells = sorted({CELLS.of[job_output(j)] for j in jobs if job_output(j) in CELLS.of})
+    compilers = sorted({j.binary.compiler for j in jobs} - (_SHORT_COMPILERS if SLURM_ONE_JOB else set()))
+    cells = [] if SLURM_ONE_JOB else sorted({CELLS.of[job_output(j)] for j in jobs if job_output(j) in CELLS.of})
     return [f"{BUILD}/groups/{G.build_group(c)}.done" for c in compilers] + [f"{RESULTS}/logs/groups/{c}.done" for c in cells]
 
 
@@ -147,6 +170,19 @@ wildcard_constraints:
 onstart:
     if workflow.local_exec:
         workflow.scheduler.job_rate_limiter = None
+
+# The Snakemake that runs a group inside a Slurm job (srun's: the local executor, not the main
+# process) is started with --no-hooks, so onstart does not run there: a sweep that is one Slurm
+# job kept the limiter for all its jobs (that Snakemake took as much CPU as a QEMU run beside it).
+# Its settings arrive after the workflow is read: dropped as it starts executing.
+if workflow.local_exec and not workflow.is_main_process:
+    _execute = workflow.execute
+
+    def _execute_without_rate_limit(*args, **kwargs):
+        workflow.scheduling_settings.max_jobs_per_timespan = None
+        return _execute(*args, **kwargs)
+
+    workflow.execute = _execute_without_rate_limit
 
 
 if SLURM_COUNT_JOBS:

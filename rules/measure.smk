@@ -10,7 +10,7 @@ PERF_OUTPUTS = [f"{RESULTS}/perf.csv", f"{RESULTS}/perf_summary.md", *PERF_FIGUR
 
 
 rule perf_table:
-    group: grouped(G.TAIL)
+    group: grouped(G.PERF_TAIL)
     input:
         raw=[job_output(j) for j in PERF_JOBS],
     output:
@@ -22,7 +22,7 @@ rule perf_table:
 
 
 rule perf_plot:
-    group: grouped(G.TAIL)
+    group: grouped(G.PERF_TAIL)
     input:
         table=f"{RESULTS}/perf.csv",
         raw=[job_output(j) for j in PERF_JOBS],

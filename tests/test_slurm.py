@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from analysis.commands import bench, slurm, slurm_failures
 from analysis.core import config, groups
@@ -42,7 +43,8 @@ def test_a64fx_profile_is_laid_over_the_generic_one() -> None:
     assert prof["set-resources"]["simulate_gem5"] == {"mem_mb": 4000}
     # A count cell: one A64FX core's minutes and share of the node's memory.
     assert prof["set-resources"]["count_qemu"] == {"runtime": 5, "mem_mb": 600}
-    assert prof["default-resources"]["mem_mb"] == 600 and prof["harness-groups"] == {"cores": 48, "count-jobs": 4, "min-cells": 48}
+    assert prof["default-resources"]["mem_mb"] == 600
+    assert prof["harness-groups"] == {"cores": 48, "count-jobs": 4, "min-cells": 48, "one-job-cells": 0}
     assert prof["default-resources"]["slurm_account"] == "acct1"
     assert prof["default-resources"]["slurm_partition"] == "a64fx-part"
     assert prof["executor"] == "slurm"
@@ -273,17 +275,15 @@ def test_tiny_sweep_through_slurm_equals_the_local_run(local_slurm: dict[str, st
     proc = slurm_run
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (results / "counts.csv").read_bytes() == local_counts
-    # The jobs travel in groups (issue 32), each one Slurm job named by its group and its rules:
-    # the QEMU plugins, the builds, the cells (two: fewer than the local profile's min-cells, so
-    # one group), the tail.
+    # The jobs travel in groups (issue 32), each one Slurm job named by its group and its rules.
+    # On the local profile's one node the sweep (2 cells: under its one-job-cells) is ONE Slurm
+    # job: the QEMU plugins, the builds, the cells and the tail side by side on its two cores
+    # (it was 4, tools, build_gcc, cells_1of1 and tail, taking the node in turn).
     jobs = run_jobs(local_slurm, run_id(proc.stderr))
-    comments = sorted(c for _, _, c in jobs)
-    assert comments == ["rule_build_gcc_build_group_done_driver_object_harness_object_kernel_object_link_...",
-                        "rule_cells_1of1_cell_group_done_count_qemu", "rule_tail_collect_plot",
-                        "rule_tools_plugin_plugin_core"]
+    assert [c for _, _, c in jobs] == ["rule_sweep_collect_count_qemu_driver_object_harness_object_kernel_object_..."]
     assert {s for _, s, _ in jobs} == {"COMPLETED"}
     submitted = re.findall(r"has been submitted with SLURM jobid", proc.stderr)
-    assert len(jobs) == len(submitted) == 4
+    assert len(jobs) == len(submitted) == 1
     # Nothing changed: nothing is submitted.
     again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -311,23 +311,25 @@ def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
                                  cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         pending = wait_for(lambda: [j for j in subprocess.run(
             ["squeue", "-h", "-t", "PD", "-o", "%i|%k"], env=local_slurm, capture_output=True, text=True
-        ).stdout.split() if "|rule_cells_1of1_" in j], 300)
+        ).stdout.split() if "|rule_sweep_" in j], 300)
         victim = pending[0].split("|")[0]
         subprocess.run(["scancel", victim], env=local_slurm, check=True)
     finally:
         subprocess.run(["scancel", block], env=local_slurm)
     out, err = sweep.communicate(timeout=900)
     assert sweep.returncode == 1, err[-3000:]
-    assert (f"error: group cells_1of1 (count_qemu copy-acle_4v (qemu gcc vla max), count_qemu copy-c_vec (qemu gcc vla max)): "
+    # The sweep's one Slurm job (the builds were done: its cells and the tail), its cells first.
+    assert (f"error: group sweep (count_qemu copy-acle_4v (qemu gcc vla max), count_qemu copy-c_vec (qemu gcc vla max), "
+            f"collect {results}/counts.csv and 1 more): "
             f"Slurm job {victim} CANCELLED, cancelled (scancel); Slurm log: "
-            f"{REPO}/.snakemake/slurm_logs/group_cells_1of1_cell_group_done_count_qemu/{victim}.log; "
+            f"{REPO}/.snakemake/slurm_logs/group_sweep_collect_count_qemu_plot/{victim}.log; "
             "rerun the same command to complete only what is missing") in err.splitlines(), err[-3000:]
     assert not (results / "counts.csv").exists()
     # The rerun submits the cancelled group and what depends on it: the builds are done.
     again = harness_sweep(results, build, "--slurm", "local", env=local_slurm)
     assert again.returncode == 0, again.stderr[-3000:]
     comments = sorted(c for _, _, c in run_jobs(local_slurm, run_id(again.stderr)))
-    assert comments == ["rule_cells_1of1_cell_group_done_count_qemu", "rule_tail_collect_plot"]
+    assert comments == ["rule_sweep_collect_count_qemu_plot"]
     assert (results / "counts.csv").read_bytes() == local_counts
 
 
@@ -384,14 +386,21 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
 def test_a_node_drained_mid_sweep_loses_no_result(local_slurm: dict[str, str], slurm_work: Path, local_counts: bytes,
                                                    slurm_run: subprocess.CompletedProcess) -> None:
     """Drained while a group of cells runs: that group finishes and keeps its raw files, the
-    sweep waits (it used to stop and cancel what ran there), and goes on when the node is resumed."""
+    sweep waits (it used to stop and cancel what ran there), and goes on when the node is resumed.
+    With the local profile's groups (one-job-cells: 0): the sweep as one Slurm job has nothing
+    left to wait for when its job ends."""
     assert slurm_run.returncode == 0, slurm_run.stderr[-3000:]
+    groups_profile = slurm_work / "groups-profile"
+    groups_profile.mkdir(exist_ok=True)
+    local = yaml.safe_load((slurm.PROFILES / "slurm-local" / "config.yaml").read_text())
+    local["harness-groups"]["one-job-cells"] = 0
+    (groups_profile / "config.yaml").write_text(yaml.safe_dump(local))
     node = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%N"], env=local_slurm, capture_output=True,
                           text=True, check=True).stdout.strip()
     results = slurm_work / "drain-results"
     sweep = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
                               "--set", f"results_dir={results}", "--set", f"build_dir={slurm_work / 'slurm-build'}",
-                              "--slurm", "local"],
+                              "--slurm", str(groups_profile)],
                              cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         running = wait_for(lambda: [j for j in subprocess.run(
@@ -451,8 +460,8 @@ def test_bench_reports_the_sweep_through_slurm_beside_the_local_run(
     monkeypatch.setenv("SLURM_CONF", local_slurm["SLURM_CONF"])
     got = bench.slurm_sweeps(tmp_path, 2, None, None, [("tiny", str(TINY))])
     fig = got["tiny"]
-    # tools, build_gcc, one group of cells, tail.
-    assert fig["config"] == str(TINY) and fig["slurm_jobs"] == 4
+    # The whole sweep in one Slurm job (the local profile's one-job-cells).
+    assert fig["config"] == str(TINY) and fig["slurm_jobs"] == 1
     assert fig["slurm_s"] > 0 and fig["local_s"] > 0 and fig["rerun_noop_slurm_s"] > 0
     assert fig["counts_identical"] is True and fig["rerun_slurm_jobs"] == 0 and fig["target_ratio"] == 1.5
     assert (tmp_path / "slurm-tiny" / "results" / "counts.csv").read_bytes() == \
@@ -486,20 +495,93 @@ def test_cells_are_cut_into_at_most_count_jobs_groups_of_neighbours() -> None:
     assert heavy.members == {"cells_1of2": ["raw/copy-00"], "cells_2of2": ["raw/copy-01", "raw/pack-02", "raw/pack-03"]}
 
 
+def test_a_sweep_is_one_slurm_job_only_where_the_profile_says_it_fits_and_nothing_runs_alone() -> None:
+    # The plans (short cells, cells of counts.csv that are Slurm jobs of their own) of the tiny
+    # sweep (8 QEMU cells), the default one (204, and 5 perf measurements, which have a chain of
+    # their own: not counted) and the gem5 test sweep (one gem5 cell beside 2 QEMU cells).
+    tiny, default, gem5 = (8, 0), (204, 0), (2, 1)
+    local, generic = 64, 0
+    assert groups.one_job(*tiny, local) and not groups.one_job(*default, local) and groups.one_job(*default, 1000)
+    # A gem5 cell or a perf measurement depends on the builds and feeds the tail: in one group
+    # with them it would leave the group and come back, which Snakemake refuses.
+    assert not groups.one_job(*gem5, local)
+    assert not groups.one_job(*tiny, generic) and not groups.one_job(*default, generic)
+    # The limit is inclusive; a sweep without short cells (perf alone) has nothing to group.
+    assert groups.one_job(204, 0, 204) and not groups.one_job(205, 0, 204) and not groups.one_job(0, 0, local)
+    # What the one group takes in: the counts' chain, not perf's native builds or its table and plot.
+    assert [g for g in ("tools", "build_gcc", "build_clang", "build_native", "sweep", "tail", "perf_tail")
+            if groups.in_one_job(g, {"gcc", "clang"})] == ["tools", "build_gcc", "build_clang", "sweep", "tail"]
+
+
+def test_a_failed_sweep_job_names_its_cells_first() -> None:
+    """A group of the whole sweep holds builds and the tail too: its cells are named first."""
+    f = slurm_failures.Failure("", "", "7", "", "/l/7.log", "sweep", (
+        ("collect", "/r/counts.csv"), ("link", "/b/gcc/vla/bin/qemu/copy-c_vec"),
+        ("count_qemu", "/r/raw/qemu/gcc/vla/max/copy-c_vec.json"), ("count_qemu", "/r/raw/qemu/gcc/vla/max/copy-acle_4v.json")))
+    assert slurm_failures.what_failed(f) == ("group sweep (count_qemu copy-acle_4v (qemu gcc vla max), "
+                                             "count_qemu copy-c_vec (qemu gcc vla max), collect /r/counts.csv and 1 more)")
+
+
+def test_steady_status_checks_wait_the_profiles_interval_after_every_check() -> None:
+    """The plugin waits 10 s longer after each check that saw no Slurm job end (up to 180 s): a
+    one-job sweep was noticed up to a minute after its end. The steady check resets the wait."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from analysis.commands import slurm_snakemake
+
+    async def backing_off(self, active_jobs):  # the plugin's check: no job ended, so it backs off
+        self.next_seconds_between_status_checks += 10
+        for job in active_jobs:
+            yield job
+
+    executor = SimpleNamespace(next_seconds_between_status_checks=32,
+                               workflow=SimpleNamespace(executor_settings=SimpleNamespace(init_seconds_before_status_checks=2)))
+
+    async def check() -> list[str]:
+        return [j async for j in slurm_snakemake.steady(backing_off)(executor, ["a", "b"])]
+
+    assert asyncio.run(check()) == ["a", "b"]
+    assert executor.next_seconds_between_status_checks == 2
+    assert slurm.load_profile("local")[slurm.STEADY_KEY] is True and slurm.STEADY_KEY not in slurm.load_profile(None)
+
+
+def test_the_slurm_jobs_do_not_import_the_executor_plugin() -> None:
+    """Its directory left PYTHONPATH of the jobs' Snakemakes (they imported it: 0.5 CPU s each)."""
+    from analysis.commands import slurm_snakemake
+
+    site = str(slurm.SLURM_SITE)
+    assert slurm_snakemake.without_plugin_path(f"{site}{os.pathsep}/x{os.pathsep}/y", site) == f"/x{os.pathsep}/y"
+    assert slurm_snakemake.without_plugin_path(site, site + "/") == ""
+
+
 def test_a_cells_slurm_time_is_its_plans_limits() -> None:
     assert groups.cell_minutes([120.0, 180.0]) == 6 and groups.cell_minutes([1.0]) == 2
 
 
 def test_profiles_carry_the_grouping_and_snakemake_never_sees_it() -> None:
-    for name, cores, count_jobs, min_cells in ((None, 4, 16, 8), ("local", 2, 2, 16), ("a64fx", 48, 4, 48)):
+    # A cluster's profiles keep several groups for any sweep; the one-node local Slurm makes a sweep one job.
+    for name, cores, count_jobs, min_cells, one_job_cells in ((None, 4, 16, 8, 0), ("local", 1, 2, 16, 64),
+                                                               ("a64fx", 48, 4, 48, 0)):
         prof = slurm.load_profile(name, "acct", "part")
-        assert slurm.groups_of(prof, name) == slurm.Groups(cores, count_jobs, min_cells)
+        assert slurm.groups_of(prof, name) == slurm.Groups(cores, count_jobs, min_cells, one_job_cells)
     (tmp := Path(tempfile.mkdtemp())).joinpath("config.yaml").write_text("harness-groups: {count-jobs: 0}\n")
     try:
         with pytest.raises(slurm.SlurmError, match="harness-groups: count-jobs: a whole number >= 1 .it has 0."):
             slurm.groups_of(slurm.load_profile(str(tmp)), str(tmp))
     finally:
         shutil.rmtree(tmp)
+
+
+def test_the_local_node_runs_two_group_jobs_side_by_side() -> None:
+    """The local profile's group jobs asked for the node's two CPUs (cores: 2), so the default
+    sweep's six group jobs ran one after the other: each compiler's builds, then each group of
+    cells, no job beside another (2026-11-27: 256 s through Slurm against 176 s with one CPU a
+    group job). A group job of one CPU lets the node of 2 take the two compilers' builds, then the
+    two groups of cells, side by side; inside, its Snakemake gets `--cores all`, which on this
+    Slurm (no CPU binding) is still the node's 2."""
+    g = slurm.groups_of(slurm.load_profile("local"), "local")
+    assert (g.cores, g.count_jobs) == (1, 2)
 
 
 def test_a_drained_node_lets_its_jobs_finish_and_the_sweep_wait() -> None:
@@ -518,7 +600,8 @@ def test_a_drained_node_lets_its_jobs_finish_and_the_sweep_wait() -> None:
 @pytest.mark.slow
 def test_the_default_sweep_is_at_most_24_slurm_jobs_through_either_profile(tmp_path: Path) -> None:
     """Snakemake's dry run lists each group job once: the default sweep's jobs, through the
-    generic and the local profile, make few Slurm jobs (issue 32: <= 24)."""
+    generic and the local profile, make few Slurm jobs (issue 32: <= 24): the generic profile's
+    groups, and the local profile's (204 cells: over its one-job-cells)."""
     for name in (None, "local"):
         g = slurm.groups_of(slurm.load_profile(name), name)
         # As the Slurm path starts it: the profile's cores, the groups' config entry.
@@ -533,5 +616,5 @@ def test_the_default_sweep_is_at_most_24_slurm_jobs_through_either_profile(tmp_p
         alone = set(re.findall(r"^rule (\w+):", proc.stdout, re.M))
         assert alone == {"reduce_matrix", "counts_all"}, alone
         assert len(group_jobs) == len(set(group_jobs)) <= 24
-        assert sorted(set(group_jobs)) == sorted(["tools", "build_gcc", "build_clang", "tail",
-                                                  *(f"cells_{i}of{g.count_jobs}" for i in range(1, g.count_jobs + 1))])
+        assert sorted(group_jobs) == sorted(["tools", "build_gcc", "build_clang", "tail",
+                                             *(f"cells_{i}of{g.count_jobs}" for i in range(1, g.count_jobs + 1))])

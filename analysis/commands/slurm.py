@@ -38,6 +38,10 @@ from analysis.core import config
 PROFILES = config.REPO / "configs" / "profiles"
 # The profile's own section, read by the harness and taken out of what Snakemake gets.
 GROUPS_KEY = "harness-groups"
+# true: the executor's status checks at the profile's interval every time, not 10 s longer after
+# each that saw no Slurm job end (analysis/commands/slurm_snakemake.py). For a small or local Slurm.
+STEADY_KEY = "harness-steady-status-checks"
+HARNESS_KEYS = (GROUPS_KEY, STEADY_KEY)
 GENERIC = PROFILES / "slurm"
 PLACEHOLDER = "CHANGE_ME"
 # Keys whose values are mappings (per resource, per rule): an overlay merges into them.
@@ -211,22 +215,28 @@ class Groups:
     cores: int  # CPUs of one grouped Slurm job: Snakemake's --cores, its members side by side
     count_jobs: int  # the count cells share at most this many Slurm jobs
     min_cells: int  # and each holds at least this many (fewer groups for a small sweep)
+    one_job_cells: int = 0  # a sweep of short jobs with at most this many cells is one Slurm job (0: never)
 
     def config(self) -> dict[str, str]:
         """The Snakemake config entries that turn the rules' groups on."""
-        return {"slurm_count_jobs": str(self.count_jobs), "slurm_min_cells": str(self.min_cells)}
+        return {"slurm_count_jobs": str(self.count_jobs), "slurm_min_cells": str(self.min_cells),
+                "slurm_one_job_cells": str(self.one_job_cells)}
+
+
+# harness-groups' keys and the least value of each.
+GROUP_KEYS = {"cores": 1, "count-jobs": 1, "min-cells": 1, "one-job-cells": 0}
 
 
 def groups_of(prof: dict[str, Any], name: str | None) -> Groups:
     section = prof.get(GROUPS_KEY) or {}
     values = {}
-    for key in ("cores", "count-jobs", "min-cells"):
+    for key, least in GROUP_KEYS.items():
         value = section.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise SlurmError(f"the Slurm profile {name or 'slurm'} needs {GROUPS_KEY}: {key}: a whole number >= 1 "
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise SlurmError(f"the Slurm profile {name or 'slurm'} needs {GROUPS_KEY}: {key}: a whole number >= {least} "
                              f"(it has {value!r}); nothing was submitted")
         values[key] = value
-    return Groups(values["cores"], values["count-jobs"], values["min-cells"])
+    return Groups(values["cores"], values["count-jobs"], values["min-cells"], values["one-job-cells"])
 
 
 @dataclass
@@ -236,11 +246,13 @@ class Plan:
     partition: str
     local_conf: str | None
     groups: Groups
+    steady: bool = False  # the profile's harness-steady-status-checks
 
     def line(self) -> str:
         dirs = [str(d.relative_to(config.REPO)) if d.is_relative_to(config.REPO) else str(d) for d in profile_dirs(self.name)]
         return (f"slurm: partition {self.partition}, profile {' + '.join(dirs)}, count cells in at most "
                 f"{self.groups.count_jobs} Slurm jobs of {self.groups.cores} CPUs (at least {self.groups.min_cells} cells each)"
+                + (f", a sweep of at most {self.groups.one_job_cells} cells one Slurm job" if self.groups.one_job_cells else "")
                 + (f", local Slurm (SLURM_CONF={self.local_conf})" if self.local_conf else ""))
 
 
@@ -248,9 +260,12 @@ def prepare(name: str | None, account: str | None, partition: str | None) -> Pla
     """Everything that can refuse, before any work: profile, placeholders, Slurm, partition."""
     prof = load_profile(name, account, partition)
     groups = groups_of(prof, name)
-    prof = {k: v for k, v in prof.items() if k != GROUPS_KEY}
+    steady = prof.get(STEADY_KEY, False)
+    if not isinstance(steady, bool):
+        raise SlurmError(f"the Slurm profile {name or 'slurm'} has {STEADY_KEY}: {steady!r}: true or false; nothing was submitted")
+    prof = {k: v for k, v in prof.items() if k not in HARNESS_KEYS}
     conf = use_local_conf()
-    return Plan(name, prof, preflight(prof), conf, groups)
+    return Plan(name, prof, preflight(prof), conf, groups, steady)
 
 
 # setup/install.sh keeps the Slurm executor plugin out of site-packages (requirements-slurm.txt:
@@ -270,7 +285,9 @@ def run(cmd: list[str], plan: Plan) -> int:
         pdir = write_profile(prof, Path(tmp) / "profile")
         # Before --config, which takes every word after it.
         n = len(guard.SNAKEMAKE)
-        proc = subprocess.Popen([*cmd[:n], "--profile", str(pdir), *cmd[n:]], stderr=subprocess.PIPE, text=True,
+        # Snakemake with the executor plugin's side adjusted (analysis/commands/slurm_snakemake.py).
+        snakemake = [sys.executable, str(Path(__file__).with_name("slurm_snakemake.py")), *(["--steady"] if plan.steady else [])]
+        proc = subprocess.Popen([*snakemake, "--profile", str(pdir), *cmd[n:]], stderr=subprocess.PIPE, text=True,
                                 env=executor_env())
         stopped: list[str] = []
         done = threading.Event()
@@ -291,12 +308,24 @@ def run(cmd: list[str], plan: Plan) -> int:
         done.set()
         watcher.join()
     if stopped:
+        cancel_left("".join(log))
         print(f"error: {stopped[0]}", file=sys.stderr, flush=True)
         return 1
     if rc != 0:
         for f in failures("".join(log)):
             print(failure_line(f, *slurm_state(f.jobid)), file=sys.stderr, flush=True)
     return rc
+
+
+def cancel_left(log: str) -> None:
+    """Cancel what is left of the run's Slurm jobs (named by its run id) after the watchdog
+    stopped it: Snakemake cancels the jobs it holds as active, but a status check takes them out of
+    that list while it runs (snakemake-interface-executor-plugins' _wait_for_jobs), so an
+    interrupt during one can leave a waiting job behind (inferred from the code; seen once, with a
+    status check every 2 s: a pending job left after the sweep had stopped)."""
+    run = re.search(r"^SLURM run ID: (\S+)", log, re.M)
+    if run:
+        _run(["scancel", "--name", run.group(1)])
 
 
 def _watch(proc: subprocess.Popen, partition: str, stopped: list[str], done: threading.Event) -> None:

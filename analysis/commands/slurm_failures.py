@@ -62,16 +62,23 @@ def what_failed(f: Failure, shown: int = 3) -> str:
     """A job alone: its rule and cell; a group job: its group and its first cells."""
     if not f.group:
         return f"{f.rule} {cell_name(f.output)}"
-    # Sorted: Snakemake lists a group's members in no fixed order.
-    names = sorted(f"{rule} {cell_name(out)}" for rule, out in f.members)
+    # Sorted: Snakemake lists a group's members in no fixed order; the cells first (a group of
+    # the whole sweep holds builds and the tail too).
+    names = [name for _, name in sorted((not is_cell(out), f"{rule} {cell_name(out)}") for rule, out in f.members)]
     more = f" and {len(names) - shown} more" if len(names) > shown else ""
     return f"group {f.group} ({', '.join(names[:shown])}{more})"
+
+
+def is_cell(output: str) -> bool:
+    """`<results>/raw/<backend>/<compiler>/<build>/<cpu>/<kernel>-<variant>.json`: a count cell."""
+    parts = Path(output).parts
+    return "raw" in parts and len(parts) - parts.index("raw") == 6
 
 
 def cell_name(output: str) -> str:
     """`<results>/raw/<backend>/<compiler>/<build>/<cpu>/<kernel>-<variant>.json` as a cell."""
     parts = Path(output).parts
-    if "raw" in parts and len(parts) - parts.index("raw") == 6:
+    if is_cell(output):
         backend, compiler, build, cpu, name = parts[parts.index("raw") + 1:]
         return f"{name.removesuffix('.json')} ({backend} {compiler} {build} {cpu})"
     return output or "?"

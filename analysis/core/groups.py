@@ -8,7 +8,11 @@ runs; a count cell runs for a second. So through Slurm the workflow's jobs trave
 - `cells_<i>of<n>`: the cells of the backends whose cells are short (Backend.GROUPED), in at most
   n groups (the profile's `count-jobs`, fewer when a group would hold under `min-cells`) of about
   equal planned time, one family after another;
-- `tail`: collect and plot (and perf's table and plot).
+- `tail`: collect and plot; `perf_tail`: perf's table and plot.
+
+Or all of them in one group, `sweep`: where the profile says a sweep of its size fits one
+allocation (`one-job-cells`, `one_job`): on a single node the groups above would take the node
+in turn, each paying the fixed cost of a Slurm job, for no job side by side.
 
 A cell of a backend that is not GROUPED (gem5: hours on one core; perf: a whole node) stays one
 Slurm job, its time limit the sum of its plan's (the sweep's time_limit).
@@ -28,10 +32,28 @@ from analysis.core.model import Job
 
 TOOLS = "tools"
 TAIL = "tail"
+PERF_TAIL = "perf_tail"
+SWEEP = "sweep"
 
 
 def build_group(compiler: str) -> str:
     return f"build_{compiler}"
+
+
+def one_job(cells: int, alone: int, one_job_cells: int) -> bool:
+    """Whether the sweep's counts travel as one Slurm job (group SWEEP: tools, their compilers'
+    builds, the cells, the tail): it has at most `one_job_cells` short cells (the profile's
+    `one-job-cells`; 0: never) and no cell of counts.csv that is a Slurm job of its own (`alone`:
+    gem5 cells). Such a job depends on the builds and feeds the tail, so with it the one group
+    would leave the group and come back, which Snakemake refuses. (perf's measurements have a
+    chain of their own: native builds, perf_tail.)"""
+    return alone == 0 and 0 < cells <= one_job_cells
+
+
+def in_one_job(group: str, compilers: Iterable[str]) -> bool:
+    """The groups that the sweep's one group takes in: the tools, the builds of the short cells'
+    compilers, the cells (already SWEEP) and the tail."""
+    return group in (TOOLS, TAIL, SWEEP) or group in {build_group(c) for c in compilers}
 
 
 def cell_minutes(time_limits: Iterable[float]) -> int:
