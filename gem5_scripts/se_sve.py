@@ -143,6 +143,7 @@ class Sampler:
         self.work_end_in_drain = False
         self.cpu_switches = 0
         self.ended_in_prefix = True  # until the prefix is over
+        self.end_cpu = None  # the CPU the ROI ended on, "o3" or "atomic" (the count depends on it)
         self.period_index = 0
 
     def total(self):

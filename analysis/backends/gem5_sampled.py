@@ -31,11 +31,11 @@ ATOMIC_STATS = {
     "system.warm_cpu.commitStats0.numOps": "ops",
 }
 O3_CYCLES = "system.switch_cpu.numCycles"
-# The atomic CPU counts an instruction as it executes it, so a ROI that ends on it has roi_end's
-# dump_stats in the statistics it dumps; the O3 core commits it after the dump, as in every full
-# run (gem5's MARKER_INSTRUCTIONS). Measured on pack blocks_call (VL 128, 1 MiB, six seeds): the
-# five that ended on the atomic CPU counted one instruction and one op more than full O3, the one
-# that ended on O3 the same.
+# A ROI that ends on the atomic CPU counts one instruction and one op more than the same ROI
+# ending on O3, as every full run does (gem5's MARKER_INSTRUCTIONS). Measured on pack blocks_call
+# (VL 128, 1 MiB, six seeds): the five that ended on the atomic CPU were one over full O3, the one
+# that ended on O3 equal. Likely why, from atomic.cc (not traced): the atomic CPU counts an
+# instruction as it executes it, before the statistics dump that roi_end's dump_stats schedules.
 ATOMIC_END_EXTRA = 1
 
 
