@@ -63,7 +63,7 @@ class World:
 
     def __init__(self, pre: int, roi: int, post: int, cpi: Callable[[int], float], rng: random.Random,
                  overshoot: int = 3, drain: int = 2) -> None:
-        # pre: the atomic CPU up to the ROI (system.cpu); atomic: the one between units (warm_cpu)
+        # pre: the atomic CPU up to the ROI (system.cpu); atomic: the one between units (warm_cpu_vlN)
         self.pre, self.atomic, self.o3 = FakeCPU("pre", False), FakeCPU("atomic", False), FakeCPU("o3", True)
         self.running = self.pre
         self.pos, self.begin, self.end, self.exit = 0, pre, pre + roi, pre + roi + post
@@ -145,8 +145,10 @@ UNIT, WARMUP, PERIOD, PREFIX = 100, 200, 1000, 3000
 def sample(roi: int, seed: int = 1, cpi: Callable[[int], float] = lambda pos: 2.0, **world: int) -> tuple[World, dict]:
     w = World(5000, roi, 4000, cpi, random.Random(seed), **world)
     script = load_script(w)
-    system = types.SimpleNamespace(cpu=w.pre, warm_cpu=w.atomic, switch_cpu=w.o3)
-    s = script.Sampler(system, UNIT, WARMUP, PERIOD, PREFIX, seed)
+    system = types.SimpleNamespace(cpu=w.pre)
+    s = script.Sampler(system, w.o3, w.atomic, UNIT, WARMUP, PERIOD, PREFIX, seed)
+    assert w.simulate().getCause() == "workbegin"  # main() stops there, forks, and each fork begins
+    s.begin()
     event = s.run()
     assert event.getCause() == "exiting with last active thread context" and w.pos == w.exit
     assert s.switches == {"workbegin": 1, "workend": 1}

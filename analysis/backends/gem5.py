@@ -17,13 +17,12 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, TextIO
 
-from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, count_job, parse_ok_line, run_limited,
-                               staged)
+from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, log_record,
+                               parse_ok_line, run_cells, staged)
 from analysis.backends import gem5_sampled
 from analysis.core import config
 from analysis.core.config import REPO, Job, Run, Sweep, cross_build
@@ -135,16 +134,27 @@ def inputs(build_dir: Path) -> list[str]:
     return [str(SCRIPT.relative_to(REPO)), str(config.GEM5_SYSTEMS.relative_to(REPO))]
 
 
+def batches(plan: Plan) -> list[list[int]]:
+    """The plan's runs (indices) grouped into gem5 processes: the runs of one size and parameter
+    set, each VL ascending, share one simulation up to the ROI (gem5_scripts/se_sve.py forks
+    there, one VL after the other)."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, run in enumerate(plan.runs):
+        groups.setdefault(tuple(run.argv()[1:]), []).append(i)
+    return [sorted(g, key=lambda i: plan.runs[i].vl) for g in groups.values()]
+
+
 def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     s = plan.settings
     binary, runs_dir = Path(plan.binary), Path(s["runs_dir"])
-
-    def one(run: Run, limit: float) -> dict[str, Any]:
-        tag = f"vl{run.vl}-{run.size}" + ("" if run.op == config.NO_OP else f"-{run.op}-{run.dtype}")
-        return run_once(Path(s["gem5"]), binary, plan.cpu_model, s["system"], run, runs_dir / tag, limit,
-                        s.get("sampling"))
-
-    return {"system": s["system"]}, count_job(plan, one, log)
+    records: dict[int, dict[str, Any]] = {}
+    for group in batches(plan):
+        runs = [plan.runs[i] for i in group]
+        for i, rec in zip(group, run_vls(Path(s["gem5"]), binary, plan.cpu_model, s["system"], runs, runs_dir,
+                                         [plan.time_limits[i] for i in group], s.get("sampling"))):
+            records[i] = rec
+            log_record(binary, plan, i + 1, rec, log)
+    return {"system": s["system"]}, [records[i] for i in range(len(plan.runs))]
 
 
 def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
@@ -276,8 +286,10 @@ def gem5_version(gem5: Path) -> str:
     return f"gem5 {m.group(1)}" if m else "gem5 (version unknown)"
 
 
-def parse_stats(text: str, where: str) -> dict[str, float]:
-    """The first statistics block (the ROI: reset at roi_begin, dumped at roi_end)."""
+def parse_stats(text: str, where: str, vl: int | None = None) -> dict[str, float]:
+    """The first statistics block (the ROI: reset at roi_begin, dumped at roi_end). `vl`: its
+    VL's CPUs (system.switch_cpu_vl512, ...) are read as system.switch_cpu and system.warm_cpu,
+    the other VLs' are left out."""
     begin = text.find("---------- Begin Simulation Statistics ----------")
     end = text.find("---------- End Simulation Statistics   ----------")
     if begin < 0 or end < 0:
@@ -286,8 +298,9 @@ def parse_stats(text: str, where: str) -> dict[str, float]:
     for line in text[begin:end].splitlines()[1:]:
         parts = line.split()
         if len(parts) >= 2:
+            name = parts[0] if vl is None else parts[0].replace(f"_cpu_vl{vl}.", "_cpu.")
             try:
-                values[parts[0]] = float(parts[1])
+                values[name] = float(parts[1])
             except ValueError:
                 continue
     for name, accesses in ZERO_WHEN_ABSENT.items():
@@ -318,12 +331,25 @@ def failure_line(simerr: str, simout: str, stderr: str) -> str:
     return rest[-1] if rest else "?"
 
 
-def command(gem5: Path, outdir: Path, system_json: Path, run: Run, exe: Path,
-            sampled: dict[str, int] | None = None, seed: int = 0) -> list[str]:
+def tag(run: Run) -> str:
+    """A run's part of its directory's name, without the VL."""
+    return f"{run.size}" + ("" if run.op == config.NO_OP else f"-{run.op}-{run.dtype}")
+
+
+def run_dir(runs_dir: Path, run: Run) -> Path:
+    """Where one VL's fork writes (stats.txt, simout.txt, sampling.json)."""
+    return runs_dir / f"vl{run.vl}-{tag(run)}"
+
+
+def command(gem5: Path, outdir: Path, system_json: Path, runs: Sequence[Run], exe: Path, runs_dir: Path,
+            sampled: dict[str, int] | None = None, seeds: Sequence[int] = ()) -> list[str]:
+    """One gem5 for runs that differ in their VL only: the program up to the ROI at the first."""
     mode = [] if sampled is None else ["--mode", SAMPLED, *(a for k, v in sampled.items() for a in (f"--{k}", str(v))),
-                                       "--seed", str(seed)]
-    return [str(gem5), "-r", "-e", "-d", str(outdir), str(SCRIPT), "--system", str(system_json),
-            "--vl", str(run.vl), "--vl-rule", config.vl_rule_arg(), *mode, "--", f"./{exe.name}", *run.argv()]
+                                       "--seed", ",".join(map(str, seeds))]
+    return [str(gem5), "--listener-mode=off", "-d", str(outdir), str(SCRIPT), "--system", str(system_json),
+            "--vl", ",".join(str(r.vl) for r in runs),
+            "--vl-dir", str(runs_dir.resolve() / f"vl{{vl}}-{tag(runs[0])}"),
+            "--vl-rule", config.vl_rule_arg(), *mode, "--", f"./{exe.name}", *runs[0].argv()]
 
 
 def seed_of(binary: Path, run: Run) -> int:
@@ -331,38 +357,62 @@ def seed_of(binary: Path, run: Run) -> int:
     return zlib.crc32(f"{binary.name} {run.vl} {run.size} {run.op} {run.dtype}".encode())
 
 
-def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: Run, outdir: Path,
-             timeout: float | None = None, sampled: dict[str, int] | None = None) -> dict[str, Any]:
-    """One cell: full O3 (sampled None) or sampled with these units (gem5/sampling)."""
-    cell = cell_name(binary, f"gem5:{system}", run)
-    if outdir.exists():
-        shutil.rmtree(outdir)
+DONE = b"se_sve.py: done vl="  # the parent's line as each VL's fork ends
+
+
+def run_vls(gem5: Path, binary: Path, system: str, desc: dict[str, Any], runs: Sequence[Run], runs_dir: Path,
+            limits: Sequence[float | None], sampled: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """Runs that differ in their VL only, in one gem5 (ascending VLs): full O3 (sampled None) or
+    sampled with these units (gem5/sampling). Run k may take limits[k] seconds from the end of
+    the one before (the first also simulates the program up to the ROI)."""
+    assert runs and all(tuple(r.argv()[1:]) == tuple(runs[0].argv()[1:]) for r in runs), "one size and parameter set"
+    cells = [cell_name(binary, f"gem5:{system}", r) for r in runs]
+    outdir = runs_dir / f"start-{tag(runs[0])}"
+    for d in (outdir, *(run_dir(runs_dir, r) for r in runs)):
+        if d.exists():
+            shutil.rmtree(d)
     outdir.mkdir(parents=True)
     system_json = outdir / "system.json"
     system_json.write_text(json.dumps({"name": system, **desc}, indent=2))
+    seconds: list[float] = []
     with staged(binary) as exe:
-        cmd = command(gem5, outdir.resolve(), system_json.resolve(), run, exe, sampled, seed_of(binary, run))
-        t0 = time.monotonic()
-        proc = run_limited(cmd, timeout, cell, cwd=exe.parent)
-        seconds = time.monotonic() - t0
-    simout, simerr = (_read_first(outdir, name) for name in ("simout", "simerr"))
-    if proc.returncode != 0:
-        raise RunError(f"{cell}: gem5 exited with {proc.returncode}: {failure_line(simerr, simout, proc.stderr)} "
-                       f"(output in {outdir})")
-    fields = parse_ok_line(simout, cell)
-    where = f"{cell} ({outdir})"
-    stats = parse_stats((outdir / "stats.txt").read_text(), where)
+        cmd = command(gem5, outdir.resolve(), system_json.resolve(), runs, exe, runs_dir, sampled,
+                      [seed_of(binary, r) for r in runs])
+        proc = run_cells(cmd, limits, cells, DONE, lambda k, t: seconds.append(t), cwd=exe.parent)
     (outdir / "command.txt").write_text(" ".join(cmd) + "\n")
+    (outdir / "output.txt").write_text(proc.stdout + proc.stderr)
+    records = []
+    for k, (run, cell) in enumerate(zip(runs, cells)):
+        where = run_dir(runs_dir, run)
+        simout, simerr = (_read_first(where, name) for name in ("simout", "simerr"))
+        if k >= len(seconds) or not where.is_dir():
+            raise RunError(f"{cell}: gem5 exited with {proc.returncode} before this VL's run: "
+                           f"{failure_line(proc.stderr, proc.stdout, '')} (output in {outdir})")
+        code = re.search(rf"se_sve.py: done vl={run.vl} code=(-?\d+)", proc.stdout)
+        if code is None or code.group(1) != "0":
+            raise RunError(f"{cell}: gem5 exited with {code.group(1) if code else '?'}: "
+                           f"{failure_line(simerr, simout, '')} (output in {where})")
+        records.append(record(run, cell, where, simout, cmd, round(seconds[k], 3), sampled))
+    return records
+
+
+def record(run: Run, cell: str, where: Path, simout: str, cmd: list[str], seconds: float,
+           sampled: dict[str, int] | None) -> dict[str, Any]:
+    """One VL's record from its fork's directory."""
+    fields = parse_ok_line(simout, cell)
+    at = f"{cell} ({where})"
+    stats = parse_stats((where / "stats.txt").read_text(), at, run.vl)
     rec: dict[str, Any] = {
         "vl": run.vl, "vl_seen": int(fields["vl"]), "size": run.size, "op": run.op, "dtype": run.dtype,
-        "argv": [f"./{exe.name}", *run.argv()], "command": cmd, "checksum": fields["checksum"],
-        "seconds": round(seconds, 3), "outdir": str(outdir),
+        # the program's own argv: the first VL's (the forks start from it)
+        "argv": cmd[cmd.index("--") + 1:], "command": cmd, "checksum": fields["checksum"],
+        "seconds": seconds, "outdir": str(where),
         "gem5": {metric: stats[name] for name, metric in STATS.items()},
         "host": {name: stats[name] for name in HOST_STATS},
     }
     if sampled is not None:
-        doc = json.loads((outdir / "sampling.json").read_text())
-        rec["gem5"] = gem5_sampled.metrics(rec["gem5"], stats, doc, where)
+        doc = json.loads((where / "sampling.json").read_text())
+        rec["gem5"] = gem5_sampled.metrics(rec["gem5"], stats, doc, at)
         rec["sampling"] = {k: doc[k] for k in ("settings", "roi_insts", "ended_in_prefix", "dropped", "cpu_switches",
                                                 "work_end_in_drain", "detailed_insts", "end_cpu")}
         rec["sampling"]["units"] = len(doc["units"])
