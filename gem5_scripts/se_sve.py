@@ -24,12 +24,14 @@ Two modes (--mode). full: the whole ROI on O3, as above. sampled: SMARTS-style s
 (analysis/core/sampling.py states the estimate): the ROI's first --prefix instructions run on
 O3 (a shorter ROI is simply a full run), then in every period of --period instructions one
 unit of --unit instructions is measured on O3 after --warmup instructions of detailed warm-up,
-at a random offset inside the period (--seed); the atomic CPU runs the rest and keeps the
-caches (the same objects) and the branch predictor (the O3's, shared) warm. Every instruction
-is still simulated: the ROI's instruction count is exact. The measured parts go to
+at a random offset inside the period (--seed), the period doubling after every --growth units;
+the atomic CPU runs the rest and keeps the caches (the same objects) and the branch predictor
+(the O3's, shared) warm. Every instruction is still simulated: the ROI's instruction count is
+exact. The measured parts go to
 sampling.json in the VL's directory; the harness turns them into cycles and an interval.
 """
 import argparse
+import atexit
 import ctypes
 import itertools
 import json
@@ -157,20 +159,23 @@ class Sampler:
     and ignored if it ever fires. Positions are read from the CPUs' instruction counters at
     every exit (a stop on O3 fires a few instructions late: the cycle's other commits)."""
 
-    def __init__(self, system, o3, atomic, unit, warmup, period, prefix, seed):
+    def __init__(self, system, o3, atomic, unit, warmup, period, prefix, growth, seed):
         self.system, self.atomic, self.o3 = system, atomic, o3
-        self.unit, self.warmup, self.period, self.prefix = unit, warmup, period, prefix
+        self.unit, self.warmup, self.period, self.prefix, self.growth = unit, warmup, period, prefix, growth
         self.rng = random.Random(seed)
         self.causes = itertools.count()
         self.expect = None
         self.phase = "before"
         self.switches = {"workbegin": 1, "workend": 0}  # the caller stopped at the ROI's work_begin
         self.periods, self.units, self.dropped = [], [], 0
+        self.unit_periods = []  # the length of each kept unit's period
         self.work_end_in_drain = False
         self.cpu_switches = 0
         self.ended_in_prefix = True  # until the prefix is over
         self.end_cpu = None  # the CPU the ROI ended on, "o3" or "atomic" (the count depends on it)
         self.period_index = 0
+        self.stratum = 0  # where period period_index starts, after the prefix
+        self.current_period = period
 
     def total(self):
         return self.atomic.totalInsts() + self.o3.totalInsts()
@@ -254,11 +259,18 @@ class Sampler:
         insts, cycles = self.snapshot()
         return {"insts": insts - self.o3_start[0], "cycles": cycles - self.o3_start[1]}
 
+    def period_of(self, k):
+        """Period k after the prefix: `period` instructions, doubled after every `growth` periods."""
+        return self.period << (k // self.growth) if self.growth else self.period
+
     def next_unit(self):
         """Period k after the prefix gets its unit (warm-up and unit) at a random offset inside it."""
         k = self.period_index
         self.period_index += 1
-        begin = self.rest_start + k * self.period + self.rng.randrange(0, self.period - self.warmup - self.unit + 1)
+        self.current_period = self.period_of(k)
+        offset = self.rng.randrange(0, self.current_period - self.warmup - self.unit + 1)
+        begin = self.rest_start + self.stratum + offset
+        self.stratum += self.current_period
         self.phase = "ff"
         self.stop(self.atomic, begin - (self.total() - self.start))
 
@@ -275,6 +287,7 @@ class Sampler:
     def on_unit(self):
         now = self.snapshot()
         self.units.append([now[0] - self.mark[0], now[1] - self.mark[1]])
+        self.unit_periods.append(self.current_period)
         if self.to_atomic():
             self.finish(in_prefix=False)  # the unit was whole: the ROI ended in the drain after it
             return
@@ -303,9 +316,10 @@ class Sampler:
 
     def record(self):
         return {
-            "settings": {"unit": self.unit, "warmup": self.warmup, "period": self.period, "prefix": self.prefix},
+            "settings": {"unit": self.unit, "warmup": self.warmup, "period": self.period, "prefix": self.prefix,
+                         "growth": self.growth},
             "roi_insts": self.roi_insts, "ended_in_prefix": self.ended_in_prefix,
-            "prefix": dict(self.prefix_part, periods=self.periods), "units": self.units, "dropped": self.dropped,
+            "prefix": dict(self.prefix_part, periods=self.periods), "units": self.units, "unit_periods": self.unit_periods, "dropped": self.dropped,
             "cpu_switches": self.cpu_switches, "end_cpu": self.end_cpu, "work_end_in_drain": self.work_end_in_drain,
             "detailed_insts": self.o3.totalInsts() - self.o3_start[0],
         }
@@ -330,9 +344,12 @@ def own_output(outdir):
 def roi_at(system, vl, seed, args):
     """In a forked child stopped at the ROI's work_begin: the ROI and the rest of the program at
     this VL. Exits gem5 with the program's exit code."""
+    # gem5 dumps the statistics once more at exit; the harness reads the ROI's block only, and a
+    # dump of eleven CPUs' statistics takes about a tenth of a second per VL.
+    atexit.unregister(m5.stats.dump)
     o3, after = getattr(system, o3_name(vl)), getattr(system, atomic_name(vl))
     if args.mode == "sampled":
-        sampler = Sampler(system, o3, after, args.unit, args.warmup, args.period, args.prefix, seed)
+        sampler = Sampler(system, o3, after, args.unit, args.warmup, args.period, args.prefix, args.growth, seed)
         sampler.begin()
         event, switches = sampler.run(), sampler.switches
     else:
@@ -367,6 +384,7 @@ def main():
     p.add_argument("--warmup", type=int, default=2000, help="sampled: detailed warm-up before each unit")
     p.add_argument("--period", type=int, default=20000, help="sampled: one unit per this many instructions")
     p.add_argument("--prefix", type=int, default=200000, help="sampled: the ROI's first instructions, all on O3")
+    p.add_argument("--growth", type=int, default=0, help="sampled: the period doubles after every this many units (0: never)")
     p.add_argument("--seed", default="1", metavar="SEED[,SEED...]",
                    help="sampled: the units' offsets inside their periods, one seed per VL (or one for all)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- binary and its arguments")
@@ -383,8 +401,8 @@ def main():
         sys.exit("se_sve.py: need one --seed, or one per VL")
     sampled = args.mode == "sampled"
     if sampled and not (args.unit > 0 and args.warmup >= 0 and args.period >= args.unit + args.warmup
-                        and args.prefix >= 2 * args.period):
-        sys.exit("se_sve.py: need unit > 0, period >= warmup + unit and prefix >= 2 periods")
+                        and args.prefix >= 2 * args.period and args.growth >= 0):
+        sys.exit("se_sve.py: need unit > 0, period >= warmup + unit, prefix >= 2 periods and growth >= 0")
     with open(args.system) as f:
         desc = json.load(f)
 
