@@ -332,6 +332,12 @@ def run_vls(gem5: Path, binary: Path, system: str, desc: dict[str, Any], runs: S
     return records
 
 
+def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: Run, runs_dir: Path,
+             timeout: float | None = None, sampled: dict[str, int] | None = None) -> dict[str, Any]:
+    """One cell in a gem5 of its own (tests, experiments): run_vls with one VL."""
+    return run_vls(gem5, binary, system, desc, [run], runs_dir, [timeout], sampled)[0]
+
+
 def record(run: Run, cell: str, where: Path, simout: str, cmd: list[str], seconds: float,
            sampled: dict[str, int] | None) -> dict[str, Any]:
     """One VL's record from its fork's directory."""
