@@ -82,17 +82,23 @@ def test_without_gem5_the_cycle_sweep_is_skipped_in_one_line(tmp_path: Path) -> 
 
 @pytest.mark.slow
 @pytest.mark.needs_gem5
-def test_gem5_roi_instructions_match_qemu(binaries, plugin_dir, tmp_path: Path) -> None:
-    """A real gem5 run (small size: this checks agreement, not the paper's cache regime)."""
-    run = Run(512, 65536, "-", "uint8", ())
-    systems = config.load_gem5_systems()
-    rec = gem5.run_once(Path(GEM5), binaries("copy", "acle_4v", "vla", "gem5"), "paper", systems["paper"], run,
-                        tmp_path / "out")
-    qemu_roi = run_cell(binaries("copy", "acle_4v"), plugin_dir, 512, 65536)["inscount"]["roi"]["total"]
-    assert rec["vl_seen"] == 512
-    assert rec["gem5"]["insts"] == qemu_roi + gem5.MARKER_INSTRUCTIONS
-    assert rec["gem5"]["cycles"] > 0
-    assert (tmp_path / "out" / "config.json").exists()
+def test_one_gem5_for_three_vls_matches_qemu_and_a_gem5_per_vl(binaries, plugin_dir, tmp_path: Path) -> None:
+    """Real gem5 runs (small size: this checks agreement, not the paper's cache regime): one gem5
+    runs the program up to the ROI at VL 128 and forks there for 128, 384 and 2048. Each fork's
+    kernel says it ran at its VL, its ROI instructions are QEMU's plus the markers', and its
+    statistics are those of a gem5 started at its own VL, to the cycle."""
+    runs = [Run(vl, 65536, "-", "uint8", ()) for vl in (128, 384, 2048)]
+    paper = config.load_gem5_systems()["paper"]
+    exe = binaries("copy", "acle_4v", "vla", "gem5")
+    recs = gem5.run_vls(Path(GEM5), exe, "paper", paper, runs, tmp_path / "all", [None] * len(runs))
+    assert (tmp_path / "all" / "start-65536" / "config.json").exists()
+    for run, rec in zip(runs, recs):
+        qemu_roi = run_cell(binaries("copy", "acle_4v"), plugin_dir, run.vl, 65536)["inscount"]["roi"]["total"]
+        assert rec["vl_seen"] == run.vl
+        assert rec["gem5"]["insts"] == qemu_roi + gem5.MARKER_INSTRUCTIONS
+        assert rec["gem5"]["cycles"] > 0
+        alone = gem5.run_vls(Path(GEM5), exe, "paper", paper, [run], tmp_path / f"vl{run.vl}", [None])[0]
+        assert rec["gem5"] == alone["gem5"]
 
 
 def test_a_gem5_panic_is_the_line_the_failure_names() -> None:

@@ -63,7 +63,7 @@ class World:
 
     def __init__(self, pre: int, roi: int, post: int, cpi: Callable[[int], float], rng: random.Random,
                  overshoot: int = 3, drain: int = 2) -> None:
-        # pre: the atomic CPU up to the ROI (system.cpu); atomic: the one between units (warm_cpu)
+        # pre: the atomic CPU up to the ROI (system.cpu); atomic: the one between units (warm_cpu_vlN)
         self.pre, self.atomic, self.o3 = FakeCPU("pre", False), FakeCPU("atomic", False), FakeCPU("o3", True)
         self.running = self.pre
         self.pos, self.begin, self.end, self.exit = 0, pre, pre + roi, pre + roi + post
@@ -142,11 +142,14 @@ def load_script(world: World) -> Any:
 UNIT, WARMUP, PERIOD, PREFIX = 100, 200, 1000, 3000
 
 
-def sample(roi: int, seed: int = 1, cpi: Callable[[int], float] = lambda pos: 2.0, **world: int) -> tuple[World, dict]:
+def sample(roi: int, seed: int = 1, cpi: Callable[[int], float] = lambda pos: 2.0, growth: int = 0,
+           **world: int) -> tuple[World, dict]:
     w = World(5000, roi, 4000, cpi, random.Random(seed), **world)
     script = load_script(w)
-    system = types.SimpleNamespace(cpu=w.pre, warm_cpu=w.atomic, switch_cpu=w.o3)
-    s = script.Sampler(system, UNIT, WARMUP, PERIOD, PREFIX, seed)
+    system = types.SimpleNamespace(cpu=w.pre)
+    s = script.Sampler(system, w.o3, w.atomic, UNIT, WARMUP, PERIOD, PREFIX, growth, seed)
+    assert w.simulate().getCause() == "workbegin"  # main() stops there, forks, and each fork begins
+    s.begin()
     event = s.run()
     assert event.getCause() == "exiting with last active thread context" and w.pos == w.exit
     assert s.switches == {"workbegin": 1, "workend": 1}
@@ -186,6 +189,29 @@ def test_units_fall_at_random_offsets_inside_their_periods() -> None:
     assert len(offsets) == len(rec["units"]) + rec["dropped"] >= 50
     assert all(0 <= o <= PERIOD - WARMUP - UNIT for o in offsets)
     assert len(set(offsets)) > len(offsets) // 2
+
+
+def test_the_period_doubles_after_every_growth_units() -> None:
+    """growth 10: periods 0-9 are PERIOD long, 10-19 twice that, 20-29 four times; each unit
+    starts inside its own period and the record says each kept unit's period."""
+    w, rec = sample(3000 + 10 * PERIOD * (1 + 2 + 4) + 5 * 8 * PERIOD, 2, growth=10)
+    back, *starts = [pos for pos, to_o3 in w.switches[1:] if to_o3 or pos == w.switches[1][0]]
+    lengths = [PERIOD << (k // 10) for k in range(len(starts))]
+    bounds = [back + sum(lengths[:k]) for k in range(len(starts) + 1)]
+    assert len(starts) == 35 and rec["unit_periods"] == lengths[:len(rec["units"])]
+    assert all(bounds[k] <= start <= bounds[k + 1] - WARMUP - UNIT for k, start in enumerate(starts))
+
+
+def test_a_cpi_that_changes_along_the_roi_is_weighted_by_the_periods() -> None:
+    """CPI 1 in the first half of the part after the prefix, 3 in the second: with growing
+    periods the later units are fewer but weigh more, and the estimate still lands on the mean
+    (2), where the units' plain mean (most of them in the first half) would not."""
+    half = 3000 + 5000 + 10 * PERIOD * (1 + 2 + 4 + 8) // 2
+    w, rec = sample(10 * PERIOD * (1 + 2 + 4 + 8), 5, cpi=lambda pos: 1.0 if pos < half else 3.0, growth=10)
+    est = sampling.from_record(rec, w.o3.cycles)
+    plain = sum(c / i for i, c in rec["units"]) / len(rec["units"])
+    rest = rec["roi_insts"] - rec["prefix"]["insts"]
+    assert plain < 1.8 and abs((est.cycles - rec["prefix"]["cycles"]) / rest - 2.0) < 0.2
 
 
 def test_a_constant_cpi_is_estimated_exactly() -> None:

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.backends import Bench, RecordError, RunError, gem5, gem5_sampled
+from analysis.backends import Bench, Plan, RecordError, RunError, gem5, gem5_sampled
 from analysis.commands import bench as bench_cmd
 from analysis.core import config, sampling
 from analysis.core.config import ConfigError, Run
@@ -243,16 +243,33 @@ def test_sampling_units_that_cannot_fit_are_refused(tmp_path: Path, sampling_doc
         sweep_with(tmp_path, {"mode": "sampled", "sampling": sampling_doc})
 
 
-def test_the_sampled_command_names_its_units_and_a_seed_of_the_cell() -> None:
-    run = Run(512, 65536, "-", "uint8", ())
+def test_the_sampled_command_names_its_units_and_a_seed_of_each_cell() -> None:
+    runs = [Run(512, 65536, "-", "uint8", ()), Run(1024, 65536, "-", "uint8", ())]
     units_doc = {"unit": 1000, "warmup": 2000, "period": 20_000, "prefix": 200_000}
-    cmd = gem5.command(Path("gem5.fast"), Path("/o"), Path("/o/s.json"), run, Path("/t/k"), units_doc, 7)
+    cmd = gem5.command(Path("gem5.fast"), Path("/o"), Path("/o/s.json"), runs, Path("/t/k"), Path("/r"), units_doc,
+                       [7, 8])
     tail = cmd[cmd.index("--mode"):cmd.index("--")]
     assert tail == ["--mode", "sampled", "--unit", "1000", "--warmup", "2000", "--period", "20000", "--prefix", "200000",
-                    "--seed", "7"]
-    assert "--mode" not in gem5.command(Path("gem5.fast"), Path("/o"), Path("/o/s.json"), run, Path("/t/k"))
-    assert gem5.seed_of(Path("copy-acle_4v"), run) == gem5.seed_of(Path("/x/copy-acle_4v"), run) != \
+                    "--seed", "7,8"]
+    assert "--mode" not in gem5.command(Path("gem5.fast"), Path("/o"), Path("/o/s.json"), runs, Path("/t/k"), Path("/r"))
+    assert gem5.seed_of(Path("copy-acle_4v"), runs[0]) == gem5.seed_of(Path("/x/copy-acle_4v"), runs[0]) != \
         gem5.seed_of(Path("copy-acle_4v"), Run(256, 65536, "-", "uint8", ()))
+
+
+def test_one_gem5_runs_the_vls_of_one_size_and_starts_at_the_first() -> None:
+    """The runs of one size and parameter set share one gem5 (forked at the ROI per VL); its
+    program starts with the first VL's arguments, and each VL writes to its own directory."""
+    runs = [Run(vl, size, "max", "float", (("op", "max"),)) for size in (4096, 0) for vl in (2048, 128, 512)]
+    plan = Plan("gem5", "b", "paper", tuple(runs), (1.0,) * len(runs), {}, {}, {})
+    groups = gem5.batches(plan)
+    assert [[runs[i].vl for i in g] for g in groups] == [[128, 512, 2048]] * 2
+    assert {runs[g[0]].size for g in groups} == {4096, 0}
+    cmd = gem5.command(Path("gem5.fast"), Path("/o"), Path("/o/s.json"), [runs[i] for i in groups[0]], Path("/t/k"),
+                       Path("/r"))
+    assert cmd[cmd.index("--vl") + 1] == "128,512,2048"
+    assert cmd[cmd.index("--vl-dir") + 1] == "/r/vl{vl}-4096-max-float"
+    assert cmd[cmd.index("--") + 1:] == ["./k", "0128", "000000004096", "op=max"]
+    assert gem5.run_dir(Path("/r"), runs[0]) == Path("/r/vl2048-4096-max-float")
 
 
 # --- with gem5 ----------------------------------------------------------------------------------

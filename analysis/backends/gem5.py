@@ -17,14 +17,14 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, TextIO
 
-from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, count_job, parse_ok_line, run_limited,
-                               staged)
+from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, log_record,
+                               parse_ok_line, run_cells, staged)
 from analysis.backends import gem5_sampled
+from analysis.backends.gem5_output import HOST_STATS, STATS, failure_line, parse_stats, read_output
 from analysis.core import config
 from analysis.core.config import REPO, Job, Run, Sweep, cross_build
 
@@ -44,25 +44,7 @@ SHARES_PREPARATIONS = False
 NOT_RUN = ("gem5 not found", "the cycle sweep did not run")
 
 SCRIPT = REPO / "gem5_scripts" / "se_sve.py"
-# Statistics of the ROI block: name in stats.txt (system built by se_sve.py) -> metric.
-STATS = {
-    "system.switch_cpu.numCycles": "cycles",
-    "system.switch_cpu.commitStats0.numInsts": "insts",
-    "system.switch_cpu.commitStats0.numOps": "ops",
-    "system.switch_cpu.ipc": "ipc",
-    "system.cpu.dcache.overallMisses::total": "l1d_misses",
-    "system.l2.overallMisses::total": "l2_misses",
-}
-HOST_STATS = ("hostSeconds", "hostInstRate", "simInsts")
 FULL, SAMPLED = gem5_sampled.FULL, gem5_sampled.SAMPLED
-# gem5 prints a cache's miss counts (vector statistics flagged nozero) only when they are
-# not zero: a 1 MiB copy that fits in the a64fx-like system's 8 MiB L2 has no
-# system.l2.overallMisses line at all. A miss count is 0 when the same cache's access
-# count is printed; both missing is still an error.
-ZERO_WHEN_ABSENT = {
-    "system.cpu.dcache.overallMisses::total": "system.cpu.dcache.overallAccesses::total",
-    "system.l2.overallMisses::total": "system.l2.overallAccesses::total",
-}
 # Inside gem5's ROI, roi_end's two movs and dump_stats commit before the statistics are
 # dumped; QEMU's ROI stops at its hint marker. Measured, see docs/guide/gem5.md.
 MARKER_INSTRUCTIONS = 3
@@ -135,16 +117,27 @@ def inputs(build_dir: Path) -> list[str]:
     return [str(SCRIPT.relative_to(REPO)), str(config.GEM5_SYSTEMS.relative_to(REPO))]
 
 
+def batches(plan: Plan) -> list[list[int]]:
+    """The plan's runs (indices) grouped into gem5 processes: the runs of one size and parameter
+    set, each VL ascending, share one simulation up to the ROI (gem5_scripts/se_sve.py forks
+    there, one VL after the other)."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, run in enumerate(plan.runs):
+        groups.setdefault(tuple(run.argv()[1:]), []).append(i)
+    return [sorted(g, key=lambda i: plan.runs[i].vl) for g in groups.values()]
+
+
 def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     s = plan.settings
     binary, runs_dir = Path(plan.binary), Path(s["runs_dir"])
-
-    def one(run: Run, limit: float) -> dict[str, Any]:
-        tag = f"vl{run.vl}-{run.size}" + ("" if run.op == config.NO_OP else f"-{run.op}-{run.dtype}")
-        return run_once(Path(s["gem5"]), binary, plan.cpu_model, s["system"], run, runs_dir / tag, limit,
-                        s.get("sampling"))
-
-    return {"system": s["system"]}, count_job(plan, one, log)
+    records: dict[int, dict[str, Any]] = {}
+    for group in batches(plan):
+        runs = [plan.runs[i] for i in group]
+        for i, rec in zip(group, run_vls(Path(s["gem5"]), binary, plan.cpu_model, s["system"], runs, runs_dir,
+                                         [plan.time_limits[i] for i in group], s.get("sampling"))):
+            records[i] = rec
+            log_record(binary, plan, i + 1, rec, log)
+    return {"system": s["system"]}, [records[i] for i in range(len(plan.runs))]
 
 
 def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]) -> Iterator[tuple[str, int]]:
@@ -206,31 +199,29 @@ def agreement_report(counts: DataFrame) -> list[str]:
 
 def bench(b: Bench) -> tuple[dict[str, Any] | None, list[str]]:
     """The default cycle sweep (where gem5 is found) on top of an already counted tree, and
-    gem5's simulation speed: O3 from the ROI blocks, fast-forward from the rest of each run;
-    then, when that sweep is full O3, its sampled mode validated against it (gem5_sampled)."""
+    gem5's O3 speed (from the ROI blocks) beside the host time spent outside them (the program
+    up to the ROI, once per size, and each VL's verification); then, when that sweep is full
+    O3, its sampled mode validated against it (gem5_sampled)."""
     sweep = config.load(REPO / b.config)
     if sweep.gem5 is None:
         return None, []
     if find_gem5(sweep) is None:
         return None, [skipped_message(sweep)]
     wall, cpu = b.time_target("counts_all", False)
-    o3_insts = o3_secs = ff_insts = ff_secs = 0.0
+    o3_insts = o3_secs = outside_secs = 0.0
     for raw in (b.work / "results" / "raw" / NAME).rglob("*.json"):
         for run in json.loads(raw.read_text())["runs"]:
             # simInsts counts every CPU since start-up (gem5 does not reset it): use the O3
             # core's committed ROI instructions.
             o3_insts += run["gem5"]["insts"]
             o3_secs += run["host"]["hostSeconds"]
-            ff_secs += run["seconds"] - run["host"]["hostSeconds"]
-    counts = b.read_counts(b.work / "results" / "counts.csv")
-    whole = counts[(counts["backend"] == COUNTED_BY) & (counts["metric"] == "whole.total") & (counts["build"] == "vla")]
-    ff_insts = float(whole[whole["vl"].isin(sweep.gem5.vector_lengths)]["value"].sum()) - o3_insts
+            # a run's seconds: from the end of the VL before it (the first's include the start)
+            outside_secs += run["seconds"] - run["host"]["hostSeconds"]
     g = b.figure(wall, cpu, b.targets["gem5_s"],
                  o3_insts_per_host_s=round(o3_insts / o3_secs) if o3_secs else None,
-                 fast_forward_insts_per_host_s_approx=round(ff_insts / ff_secs) if ff_secs > 0 else None)
+                 outside_roi_host_s=round(outside_secs, 1))
     lines = [f"gem5 default cycle sweep: {g['seconds']} s ({b.verdict(g['seconds'], g['target_s'])}); O3 "
-             f"{g['o3_insts_per_host_s']} insts/host s, fast-forward ~{g['fast_forward_insts_per_host_s_approx']} "
-             "insts/host s"]
+             f"{g['o3_insts_per_host_s']} insts/host s; {g['outside_roi_host_s']} host s outside the ROIs"]
     if sweep.gem5.mode == FULL:
         entry, more = gem5_sampled.bench_sampled(b, sweep, wall)
         b.extra["gem5_sampled"] = entry
@@ -276,54 +267,25 @@ def gem5_version(gem5: Path) -> str:
     return f"gem5 {m.group(1)}" if m else "gem5 (version unknown)"
 
 
-def parse_stats(text: str, where: str) -> dict[str, float]:
-    """The first statistics block (the ROI: reset at roi_begin, dumped at roi_end)."""
-    begin = text.find("---------- Begin Simulation Statistics ----------")
-    end = text.find("---------- End Simulation Statistics   ----------")
-    if begin < 0 or end < 0:
-        raise RunError(f"{where}: no complete statistics block in stats.txt (did gem5 reach dump_stats?)")
-    values: dict[str, float] = {}
-    for line in text[begin:end].splitlines()[1:]:
-        parts = line.split()
-        if len(parts) >= 2:
-            try:
-                values[parts[0]] = float(parts[1])
-            except ValueError:
-                continue
-    for name, accesses in ZERO_WHEN_ABSENT.items():
-        if name not in values and accesses in values:
-            values[name] = 0.0
-    missing = [name for name in [*STATS, *HOST_STATS] if name not in values]
-    if missing:
-        raise RunError(f"{where}: stats.txt lacks {', '.join(missing)} (system names changed in gem5_scripts/se_sve.py?)")
-    return values
+def tag(run: Run) -> str:
+    """A run's part of its directory's name, without the VL."""
+    return f"{run.size}" + ("" if run.op == config.NO_OP else f"-{run.op}-{run.dtype}")
 
 
-def _read_first(outdir: Path, name: str) -> str:
-    """gem5's redirected output: simout.txt in v24, simout before."""
-    for candidate in (f"{name}.txt", name):
-        if (outdir / candidate).exists():
-            return (outdir / candidate).read_text(errors="replace")
-    return ""
+def run_dir(runs_dir: Path, run: Run) -> Path:
+    """Where one VL's fork writes (stats.txt, simout.txt, sampling.json)."""
+    return runs_dir / f"vl{run.vl}-{tag(run)}"
 
 
-def failure_line(simerr: str, simout: str, stderr: str) -> str:
-    """The line that says why gem5 stopped: its panic or fatal line (simerr holds it above a
-    backtrace, simout ends with its banner), else the last line that is not a warning."""
-    lines = [ln.strip() for ln in (simerr + "\n" + stderr + "\n" + simout).splitlines() if ln.strip()]
-    for ln in lines:
-        if " panic: " in ln or " fatal: " in ln or ln.startswith(("panic:", "fatal:")):
-            return ln
-    rest = [ln for ln in lines if "warn:" not in ln and not ln.startswith("/")]
-    return rest[-1] if rest else "?"
-
-
-def command(gem5: Path, outdir: Path, system_json: Path, run: Run, exe: Path,
-            sampled: dict[str, int] | None = None, seed: int = 0) -> list[str]:
+def command(gem5: Path, outdir: Path, system_json: Path, runs: Sequence[Run], exe: Path, runs_dir: Path,
+            sampled: dict[str, int] | None = None, seeds: Sequence[int] = ()) -> list[str]:
+    """One gem5 for runs that differ in their VL only: the program up to the ROI at the first."""
     mode = [] if sampled is None else ["--mode", SAMPLED, *(a for k, v in sampled.items() for a in (f"--{k}", str(v))),
-                                       "--seed", str(seed)]
-    return [str(gem5), "-r", "-e", "-d", str(outdir), str(SCRIPT), "--system", str(system_json),
-            "--vl", str(run.vl), "--vl-rule", config.vl_rule_arg(), *mode, "--", f"./{exe.name}", *run.argv()]
+                                       "--seed", ",".join(map(str, seeds))]
+    return [str(gem5), "--listener-mode=off", "-d", str(outdir), str(SCRIPT), "--system", str(system_json),
+            "--vl", ",".join(str(r.vl) for r in runs),
+            "--vl-dir", str(runs_dir.resolve() / f"vl{{vl}}-{tag(runs[0])}"),
+            "--vl-rule", config.vl_rule_arg(), *mode, "--", f"./{exe.name}", *runs[0].argv()]
 
 
 def seed_of(binary: Path, run: Run) -> int:
@@ -331,38 +293,68 @@ def seed_of(binary: Path, run: Run) -> int:
     return zlib.crc32(f"{binary.name} {run.vl} {run.size} {run.op} {run.dtype}".encode())
 
 
-def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: Run, outdir: Path,
-             timeout: float | None = None, sampled: dict[str, int] | None = None) -> dict[str, Any]:
-    """One cell: full O3 (sampled None) or sampled with these units (gem5/sampling)."""
-    cell = cell_name(binary, f"gem5:{system}", run)
-    if outdir.exists():
-        shutil.rmtree(outdir)
+DONE = b"se_sve.py: done vl="  # the parent's line as each VL's fork ends
+
+
+def run_vls(gem5: Path, binary: Path, system: str, desc: dict[str, Any], runs: Sequence[Run], runs_dir: Path,
+            limits: Sequence[float | None], sampled: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """Runs that differ in their VL only, in one gem5 (ascending VLs): full O3 (sampled None) or
+    sampled with these units (gem5/sampling). Run k may take limits[k] seconds from the end of
+    the one before (the first also simulates the program up to the ROI)."""
+    assert runs and all(tuple(r.argv()[1:]) == tuple(runs[0].argv()[1:]) for r in runs), "one size and parameter set"
+    cells = [cell_name(binary, f"gem5:{system}", r) for r in runs]
+    outdir = runs_dir / f"start-{tag(runs[0])}"
+    for d in (outdir, *(run_dir(runs_dir, r) for r in runs)):
+        if d.exists():
+            shutil.rmtree(d)
     outdir.mkdir(parents=True)
     system_json = outdir / "system.json"
     system_json.write_text(json.dumps({"name": system, **desc}, indent=2))
+    seconds: list[float] = []
     with staged(binary) as exe:
-        cmd = command(gem5, outdir.resolve(), system_json.resolve(), run, exe, sampled, seed_of(binary, run))
-        t0 = time.monotonic()
-        proc = run_limited(cmd, timeout, cell, cwd=exe.parent)
-        seconds = time.monotonic() - t0
-    simout, simerr = (_read_first(outdir, name) for name in ("simout", "simerr"))
-    if proc.returncode != 0:
-        raise RunError(f"{cell}: gem5 exited with {proc.returncode}: {failure_line(simerr, simout, proc.stderr)} "
-                       f"(output in {outdir})")
-    fields = parse_ok_line(simout, cell)
-    where = f"{cell} ({outdir})"
-    stats = parse_stats((outdir / "stats.txt").read_text(), where)
+        cmd = command(gem5, outdir.resolve(), system_json.resolve(), runs, exe, runs_dir, sampled,
+                      [seed_of(binary, r) for r in runs])
+        proc = run_cells(cmd, limits, cells, DONE, lambda k, t: seconds.append(t), cwd=exe.parent)
     (outdir / "command.txt").write_text(" ".join(cmd) + "\n")
+    (outdir / "output.txt").write_text(proc.stdout + proc.stderr)
+    records = []
+    for k, (run, cell) in enumerate(zip(runs, cells)):
+        where = run_dir(runs_dir, run)
+        simout, simerr = (read_output(where, name) for name in ("simout", "simerr"))
+        if k >= len(seconds) or not where.is_dir():
+            raise RunError(f"{cell}: gem5 exited with {proc.returncode} before this VL's run: "
+                           f"{failure_line(proc.stderr, proc.stdout, '')} (output in {outdir})")
+        code = re.search(rf"se_sve.py: done vl={run.vl} code=(-?\d+)", proc.stdout)
+        if code is None or code.group(1) != "0":
+            raise RunError(f"{cell}: gem5 exited with {code.group(1) if code else '?'}: "
+                           f"{failure_line(simerr, simout, '')} (output in {where})")
+        records.append(record(run, cell, where, simout, cmd, round(seconds[k], 3), sampled))
+    return records
+
+
+def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: Run, runs_dir: Path,
+             timeout: float | None = None, sampled: dict[str, int] | None = None) -> dict[str, Any]:
+    """One cell in a gem5 of its own (tests, experiments): run_vls with one VL."""
+    return run_vls(gem5, binary, system, desc, [run], runs_dir, [timeout], sampled)[0]
+
+
+def record(run: Run, cell: str, where: Path, simout: str, cmd: list[str], seconds: float,
+           sampled: dict[str, int] | None) -> dict[str, Any]:
+    """One VL's record from its fork's directory."""
+    fields = parse_ok_line(simout, cell)
+    at = f"{cell} ({where})"
+    stats = parse_stats((where / "stats.txt").read_text(), at, run.vl)
     rec: dict[str, Any] = {
         "vl": run.vl, "vl_seen": int(fields["vl"]), "size": run.size, "op": run.op, "dtype": run.dtype,
-        "argv": [f"./{exe.name}", *run.argv()], "command": cmd, "checksum": fields["checksum"],
-        "seconds": round(seconds, 3), "outdir": str(outdir),
+        # the program's own argv: the first VL's (the forks start from it)
+        "argv": cmd[cmd.index("--") + 1:], "command": cmd, "checksum": fields["checksum"],
+        "seconds": seconds, "outdir": str(where),
         "gem5": {metric: stats[name] for name, metric in STATS.items()},
         "host": {name: stats[name] for name in HOST_STATS},
     }
     if sampled is not None:
-        doc = json.loads((outdir / "sampling.json").read_text())
-        rec["gem5"] = gem5_sampled.metrics(rec["gem5"], stats, doc, where)
+        doc = json.loads((where / "sampling.json").read_text())
+        rec["gem5"] = gem5_sampled.metrics(rec["gem5"], stats, doc, at)
         rec["sampling"] = {k: doc[k] for k in ("settings", "roi_insts", "ended_in_prefix", "dropped", "cpu_switches",
                                                 "work_end_in_drain", "detailed_insts", "end_cpu")}
         rec["sampling"]["units"] = len(doc["units"])

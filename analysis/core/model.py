@@ -128,6 +128,7 @@ class Gem5Sampling:
     warmup: int
     period: int
     prefix: int
+    growth: int  # the period doubles after every this many units (0: never)
 
 
 @dataclass(frozen=True)
