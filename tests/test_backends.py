@@ -186,8 +186,8 @@ def test_the_vl_rule_is_data_for_the_clients_and_the_gem5_script(tmp_path: Path)
     assert subprocess.run(check + list(config.vl_rule_defines()), capture_output=True).returncode == 0
     proc = subprocess.run(check, capture_output=True, text=True)
     assert proc.returncode != 0 and "SVE_VL_MIN" in proc.stderr
-    assert "--vl-rule" in gem5.command(Path("gem5"), tmp_path, tmp_path / "s.json", config.Run(512, 0, "-", "u8", ()),
-                                       Path("k"))
+    assert "--vl-rule" in gem5.command(Path("gem5"), tmp_path, tmp_path / "s.json", [config.Run(512, 0, "-", "u8", ())],
+                                       Path("k"), tmp_path)
     script = (REPO / "gem5_scripts" / "se_sve.py").read_text()
     assert "2048" not in script.split("def main")[1]
 
