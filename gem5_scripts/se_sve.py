@@ -27,8 +27,8 @@ unit of --unit instructions is measured on O3 after --warmup instructions of det
 at a random offset inside the period (--seed), the period doubling after every --growth units;
 the atomic CPU runs the rest and keeps the caches (the same objects) and the branch predictor
 (the O3's, shared) warm. Every instruction is still simulated: the ROI's instruction count is
-exact. The measured parts go to
-sampling.json in the VL's directory; the harness turns them into cycles and an interval.
+exact. The measured parts go to sampling.json in the VL's directory; the harness turns them
+into cycles and an interval.
 """
 import argparse
 import atexit
