@@ -324,7 +324,7 @@ def run_vls(gem5: Path, binary: Path, system: str, desc: dict[str, Any], runs: S
         if k >= len(seconds) or not where.is_dir():
             raise RunError(f"{cell}: gem5 exited with {proc.returncode} before this VL's run: "
                            f"{failure_line(proc.stderr, proc.stdout, '')} (output in {outdir})")
-        code = re.search(rf"se_sve.py: done vl={run.vl} code=(-?\d+)", proc.stdout)
+        code = re.search(rf"{re.escape(DONE.decode())}{run.vl} code=(-?\d+)", proc.stdout)
         if code is None or code.group(1) != "0":
             raise RunError(f"{cell}: gem5 exited with {code.group(1) if code else '?'}: "
                            f"{failure_line(simerr, simout, '')} (output in {where})")

@@ -53,11 +53,9 @@ def parse_stats(text: str, where: str, vl: int | None = None) -> dict[str, float
 
 
 def read_output(outdir: Path, name: str) -> str:
-    """gem5's redirected output: simout.txt in v24, simout before."""
-    for candidate in (f"{name}.txt", name):
-        if (outdir / candidate).exists():
-            return (outdir / candidate).read_text(errors="replace")
-    return ""
+    """A fork's simout.txt or simerr.txt (se_sve.py's own_output writes them; "" when absent)."""
+    path = outdir / f"{name}.txt"
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def failure_line(simerr: str, simout: str, stderr: str) -> str:
