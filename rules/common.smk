@@ -10,9 +10,14 @@ from analysis.backends import registry as R
 from analysis.core import config as C
 from analysis.core import failure as F
 from analysis.core import groups as G
+from analysis.core import snakemake_locks
 from analysis.core import toolchain as T
 from analysis.stages import build as B
 from analysis.stages import count as N
+
+# Several Snakemakes run in one clone (sweeps into other results folders, regress, the test
+# suite's workers): their lock files are checked, written and removed one run at a time.
+snakemake_locks.serialise()
 
 SWEEP_PATH = config.get("sweep", "configs/default.yaml")
 OVERRIDES = {k: config[k] for k in ("results_dir", "build_dir") if k in config}

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TextIO
 from contextlib import contextmanager
 
+from analysis.core import snakemake_locks
 from analysis.core.config import REPO
 
 
@@ -128,8 +129,9 @@ def check_lock(root: Path = REPO) -> str | None:
     locks = sorted((root / ".snakemake" / "locks").glob("*.lock"))
     if not locks or snakemake_running(root):
         return None
-    for lock in locks:
-        lock.unlink(missing_ok=True)
+    with snakemake_locks.held(root / ".snakemake"):  # a Snakemake starting now waits for it
+        for lock in locks:
+            lock.unlink(missing_ok=True)
     return (f"took over the Snakemake lock a stopped run left in {locks[0].parent} (no Snakemake runs in {root}); "
             "finished steps are kept")
 
@@ -140,9 +142,12 @@ def unlock(root: Path = REPO) -> str:
     if running:
         raise LockError(f"Snakemake is running in {root} (pid {', '.join(map(str, running))}): wait for it or stop it "
                         "with Ctrl-C; its lock is not stale")
-    for lock in locks:
-        lock.unlink()
-    return f"unlock: removed {len(locks)} stale lock files from {root / '.snakemake' / 'locks'}" if locks else "unlock: no lock to remove"
+    if not locks:
+        return "unlock: no lock to remove"
+    with snakemake_locks.held(root / ".snakemake"):
+        for lock in locks:
+            lock.unlink(missing_ok=True)
+    return f"unlock: removed {len(locks)} stale lock files from {root / '.snakemake' / 'locks'}"
 
 
 # Signals that stop a command; each is handed to Snakemake as the SIGINT it stops cleanly on.
