@@ -546,6 +546,59 @@ def test_steady_status_checks_wait_the_profiles_interval_after_every_check() -> 
     assert slurm.load_profile("local")[slurm.STEADY_KEY] is True and slurm.STEADY_KEY not in slurm.load_profile(None)
 
 
+def test_the_status_wait_ends_when_the_run_is_over() -> None:
+    """Snakemake's shutdown joins the status thread: before, its wait of a whole interval after the
+    last check (2 s on the local Slurm, 40 s and more on a cluster) ended every sweep that late."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from analysis.commands import slurm_snakemake
+
+    executor = SimpleNamespace(wait=False, next_seconds_between_status_checks=3600,
+                               workflow=SimpleNamespace(remote_execution_settings=SimpleNamespace(seconds_between_status_checks=3600)))
+    # A limit, not a timing: the interval's sleep would not return for an hour.
+    asyncio.run(asyncio.wait_for(slurm_snakemake.sleep_until_due_or_done(executor), timeout=30))
+
+    # While the run goes on, the wait is the whole interval.
+    executor = SimpleNamespace(wait=True, next_seconds_between_status_checks=None,
+                               workflow=SimpleNamespace(remote_execution_settings=SimpleNamespace(seconds_between_status_checks=0.3)))
+    start = time.monotonic()
+    asyncio.run(slurm_snakemake.sleep_until_due_or_done(executor))
+    assert time.monotonic() - start >= 0.3
+
+
+def test_the_rate_limiters_timer_does_not_hold_the_finished_run() -> None:
+    """Before, Python's exit waited for Snakemake's pending one-second timer (a non-daemon
+    threading.Timer): 1.4 s at the end of every sweep through Slurm."""
+    import threading
+    from types import SimpleNamespace
+
+    from analysis.commands import slurm_snakemake
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    assert hasattr(JobScheduler, "_schedule_reevalutation")  # the pinned Snakemake's name (sic)
+    scheduler = SimpleNamespace(_open_jobs=threading.Semaphore(0))
+    before = set(threading.enumerate())
+    slurm_snakemake.daemon_reevaluation(scheduler, 3600)
+    (timer,) = set(threading.enumerate()) - before
+    assert isinstance(timer, threading.Timer) and timer.daemon
+    timer.cancel()
+
+
+def test_the_local_profiles_jobs_run_their_rules_without_a_second_snakemake(tmp_path: Path) -> None:
+    """The jobstep executor ran a second Snakemake under srun in every Slurm job (1.3 s a start);
+    a node that binds no CPU (the local Slurm) runs the rules in the job's own Snakemake, on the
+    CPUs it may use, as the srun'd one did. A cluster's profile keeps srun."""
+    from analysis.commands import slurm_snakemake
+
+    assert slurm.load_profile("local")[slurm.DIRECT_KEY] is True and slurm.DIRECT_KEY not in slurm.load_profile(None)
+    assert slurm.load_profile("a64fx", "acct", "part").get(slurm.DIRECT_KEY) is None
+    assert slurm_snakemake.direct_job_step(None) == "--cores all"
+    (tmp_path / "config.yaml").write_text(f"{slurm.DIRECT_KEY}: 'yes'\n")
+    with pytest.raises(slurm.SlurmError, match=f"{slurm.DIRECT_KEY}: 'yes': true or false; nothing was submitted"):
+        slurm.prepare(str(tmp_path), None, None)
+
+
 def test_the_slurm_jobs_do_not_import_the_executor_plugin() -> None:
     """Its directory left PYTHONPATH of the jobs' Snakemakes (they imported it: 0.5 CPU s each)."""
     from analysis.commands import slurm_snakemake

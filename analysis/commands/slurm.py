@@ -41,7 +41,11 @@ GROUPS_KEY = "harness-groups"
 # true: the executor's status checks at the profile's interval every time, not 10 s longer after
 # each that saw no Slurm job end (analysis/commands/slurm_snakemake.py). For a small or local Slurm.
 STEADY_KEY = "harness-steady-status-checks"
-HARNESS_KEYS = (GROUPS_KEY, STEADY_KEY)
+# true: a Slurm job's Snakemake runs its jobs itself, not through a second Snakemake under srun
+# (the jobstep executor's way, which places each step in its CPUs on a cluster). For a node that
+# binds no CPU (the local Slurm: TaskPlugin=task/none) the second start is only cost.
+DIRECT_KEY = "harness-direct-job-step"
+HARNESS_KEYS = (GROUPS_KEY, STEADY_KEY, DIRECT_KEY)
 GENERIC = PROFILES / "slurm"
 PLACEHOLDER = "CHANGE_ME"
 # Keys whose values are mappings (per resource, per rule): an overlay merges into them.
@@ -247,6 +251,7 @@ class Plan:
     local_conf: str | None
     groups: Groups
     steady: bool = False  # the profile's harness-steady-status-checks
+    direct: bool = False  # the profile's harness-direct-job-step
 
     def line(self) -> str:
         dirs = [str(d.relative_to(config.REPO)) if d.is_relative_to(config.REPO) else str(d) for d in profile_dirs(self.name)]
@@ -260,12 +265,17 @@ def prepare(name: str | None, account: str | None, partition: str | None) -> Pla
     """Everything that can refuse, before any work: profile, placeholders, Slurm, partition."""
     prof = load_profile(name, account, partition)
     groups = groups_of(prof, name)
-    steady = prof.get(STEADY_KEY, False)
-    if not isinstance(steady, bool):
-        raise SlurmError(f"the Slurm profile {name or 'slurm'} has {STEADY_KEY}: {steady!r}: true or false; nothing was submitted")
+    steady, direct = (flag(prof, key, name) for key in (STEADY_KEY, DIRECT_KEY))
     prof = {k: v for k, v in prof.items() if k not in HARNESS_KEYS}
     conf = use_local_conf()
-    return Plan(name, prof, preflight(prof), conf, groups, steady)
+    return Plan(name, prof, preflight(prof), conf, groups, steady, direct)
+
+
+def flag(prof: dict[str, Any], key: str, name: str | None) -> bool:
+    value = prof.get(key, False)
+    if not isinstance(value, bool):
+        raise SlurmError(f"the Slurm profile {name or 'slurm'} has {key}: {value!r}: true or false; nothing was submitted")
+    return value
 
 
 # setup/install.sh keeps the Slurm executor plugin out of site-packages (requirements-slurm.txt:
@@ -286,7 +296,8 @@ def run(cmd: list[str], plan: Plan) -> int:
         # Before --config, which takes every word after it.
         n = len(guard.SNAKEMAKE)
         # Snakemake with the executor plugin's side adjusted (analysis/commands/slurm_snakemake.py).
-        snakemake = [sys.executable, str(Path(__file__).with_name("slurm_snakemake.py")), *(["--steady"] if plan.steady else [])]
+        snakemake = [sys.executable, str(Path(__file__).with_name("slurm_snakemake.py")),
+                     *(["--steady"] if plan.steady else []), *(["--direct"] if plan.direct else [])]
         proc = subprocess.Popen([*snakemake, "--profile", str(pdir), *cmd[n:]], stderr=subprocess.PIPE, text=True,
                                 env=executor_env())
         stopped: list[str] = []
