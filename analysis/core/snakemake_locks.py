@@ -14,8 +14,9 @@ persistence (the pinned 9.27.1, persistence/file.py) races there:
   of its own by looking for a free one (two runs may pick the same).
 
 rules/common.smk, which every Snakemake of the workflow reads, calls `serialise()`: a run
-checks the others' locks and writes its own, and later removes them, holding an exclusive
-flock on `.snakemake/harness-locks.flock`, and a run removes its own lock files only.
+checks the others' locks (a dry run too) and writes its own, and later removes them, holding
+an exclusive flock on `.snakemake/harness-locks.flock`, and a run removes its own lock files
+only.
 Snakemake's `--unlock` still removes every lock file; `./harness unlock` and the take-over of a
 killed run's lock (analysis.commands.guard) hold the same flock.
 """
@@ -49,16 +50,28 @@ def lock(self: FilePersistence) -> Iterator[None]:
     folder that another run's end may have removed since this run started."""
     from snakemake.exceptions import LockException
 
-    with held(self.path):
-        os.makedirs(self._lockdir, exist_ok=True)
-        if self.locked:
-            raise LockException()
-        self._write_locks("input", (str(f) for f in self.all_inputfiles()))
-        self._write_locks("output", (str(f) for f in self.all_outputfiles()))
     try:
+        with held(self.path):
+            os.makedirs(self._lockdir, exist_ok=True)
+            if self.locked:
+                raise LockException()
+            self._write_locks("input", (str(f) for f in self.all_inputfiles()))
+            self._write_locks("output", (str(f) for f in self.all_outputfiles()))
         yield
     finally:
-        self.unlock()
+        self.unlock()  # this run's own lock files, if it wrote any
+
+
+@contextmanager
+def lock_warn_only(self: FilePersistence) -> Iterator[None]:
+    """Snakemake's check of a dry run (it takes no lock), reading the lock files under the flock."""
+    from snakemake.logging import logger
+
+    with held(self.path):
+        locked = os.path.isdir(self._lockdir) and self.locked
+    if locked:
+        logger.info("Error: Directory cannot be locked. Another Snakemake instance is running.")
+    yield
 
 
 def unlock(self: FilePersistence) -> None:
@@ -79,9 +92,12 @@ def cleanup_locks(self: FilePersistence) -> None:
 
 
 def serialise() -> None:
-    """Install the three in this Snakemake process (it persists to files: the default)."""
+    """Install them in this Snakemake process (it persists to files: the default). Before the
+    workflow runs: Snakemake binds a dry run's `lock` to `lock_warn_only` as it makes its
+    persistence."""
     from snakemake.persistence.file import FilePersistence
 
     FilePersistence.lock = lock  # type: ignore[method-assign]
+    FilePersistence.lock_warn_only = lock_warn_only  # type: ignore[method-assign]
     FilePersistence.unlock = unlock  # type: ignore[method-assign]
     FilePersistence.cleanup_locks = cleanup_locks  # type: ignore[method-assign]
