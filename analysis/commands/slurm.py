@@ -272,6 +272,7 @@ def prepare(name: str | None, account: str | None, partition: str | None) -> Pla
 
 
 def flag(prof: dict[str, Any], key: str, name: str | None) -> bool:
+    """One of the profile's harness switches: true or false (absent: false), else refused."""
     value = prof.get(key, False)
     if not isinstance(value, bool):
         raise SlurmError(f"the Slurm profile {name or 'slurm'} has {key}: {value!r}: true or false; nothing was submitted")

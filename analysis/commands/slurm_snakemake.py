@@ -1,6 +1,6 @@
 """The submitting Snakemake of `./harness sweep --slurm`: Snakemake itself (run as a file:
-`python slurm_snakemake.py [--steady] [--direct] SNAKEMAKE-ARGS`), with five changes to the Slurm executor
-plugin's side of it (snakemake-executor-plugin-slurm 2.8.0) and Snakemake's:
+`python slurm_snakemake.py [--steady] [--direct] SNAKEMAKE-ARGS`), with five changes to the
+Slurm executor plugin's side of it (snakemake-executor-plugin-slurm 2.8.0) and Snakemake's:
 
 - its Slurm jobs do not import the plugin: it is on this process's path (slurm.executor_env),
   and sbatch passes the environment on (--export=ALL), so every Snakemake of every job (two a
