@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, check_vl_seen, no_report,
-                               parse_ok_line, staged)
+                               parse_ok_line, perf_guest, staged)
 from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.X names them as before
     BANDWIDTH, NOT_COUNTED, OK, TIME, UNKNOWN, UNSUPPORTED, describe, stats_rows, traffic_bytes)
 from analysis.core import config
@@ -53,6 +53,7 @@ class PerfStatus:
     sve: bool
     host: bool
     messages: list[str] = field(default_factory=list)
+    guest: bool = False  # the SVE runs go to the emulated AArch64 guest (perf_guest)
 
 
 def host_has_sve(cpuinfo: str | None = None) -> bool:
@@ -101,10 +102,14 @@ def detect(sweep: Sweep) -> PerfStatus | None:
         status.messages.append("perf: SVE runs off (perf/sve: off in the sweep)")
     elif host_has_sve():
         status.sve = True
+    elif perf_guest.missing() is None:
+        status.sve = status.guest = True
+        status.messages.append(f"perf: SVE runs in the emulated AArch64 guest ({perf_guest.LABEL})")
     else:
         status.messages.append(
             f"perf: SVE runs skipped: this host ({platform.machine()}) has no SVE; run the sweep on an "
-            "AArch64 SVE machine such as A64FX (docs/guide/perf.md: perf on A64FX)")
+            "AArch64 SVE machine such as A64FX (docs/guide/perf.md: perf on A64FX), or build the emulated "
+            f"AArch64 guest for instruction counts: {perf_guest.arm64_vm.FIX}")
     return status
 
 
@@ -163,7 +168,7 @@ def preflight(sweep: Sweep) -> Ready | None:
         return None
     versions = {"perf": status.version} if status.version and (status.sve or status.host) else {}
     return Ready(versions, notes=list(status.messages),
-                 found={"perf": status.perf, "sve": status.sve, "host": status.host})
+                 found={"perf": status.perf, "sve": status.sve, "host": status.host, "guest": status.guest})
 
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
@@ -182,7 +187,8 @@ def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
     row = sweep.table.row(job.binary.kernel, job.binary.variant)
     return {"perf": ready.found["perf"], "events": list(p.events), "calls": p.calls, "warmup": p.warmup,
             "flush_bytes": int(p.flush.get(row.family, 0)), "core": p.core, "processes": p.processes,
-            "traffic": sweep.table.families[row.family].traffic}
+            "traffic": sweep.table.families[row.family].traffic,
+            "guest": bool(ready.found.get("guest")) and job.binary.build == "vla"}
 
 
 def inputs(build_dir: Path) -> list[str]:
@@ -336,6 +342,8 @@ def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:
 def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Probe the events, run every cell's processes; per process: counters, per-call times."""
     p = plan.settings
+    if p.get("guest"):
+        return perf_guest.run_job(plan, log)
     binary = Path(plan.binary)
     probe = probe_events(p["perf"], list(p["events"]))
     accepted = [ev for ev, st in probe.items() if st != UNKNOWN]
