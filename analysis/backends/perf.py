@@ -25,7 +25,8 @@ from typing import Any, Iterator, TextIO
 from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, check_vl_seen, no_report,
                                parse_ok_line, perf_guest, staged)
 from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.X names them as before
-    BANDWIDTH, NOT_COUNTED, OK, TIME, UNKNOWN, UNSUPPORTED, describe, stats_rows, traffic_bytes)
+    BANDWIDTH, NOT_COUNTED, OK, SEP, TIME, UNKNOWN, UNSUPPORTED, describe, parse_csv, parse_times, stats_rows,
+    traffic_bytes)
 from analysis.core import config
 from analysis.core.config import Job, KernelRow, Run, Sweep
 
@@ -41,7 +42,6 @@ HIDE_ENV: dict[str, str] = {}  # bench times its measurements apart (target perf
 EVIDENCE = "perf on A64FX"  # its claims compare SVE runs, native on an A64FX (perf_summary.md)
 report = no_report  # results/perf_summary.md is its report (analysis.stages.summary.stats_summary)
 
-SEP = ";"  # perf does not quote fields; event names may contain commas
 HOST_FIX = "sysctl kernel.perf_event_paranoid=2 (or run as root)"
 
 
@@ -229,35 +229,6 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", **extra}
 
 
-def parse_csv(text: str) -> list[dict[str, Any]]:
-    """`perf stat -x ';'` lines as dicts: value (float or None), unit, event, status, running
-    percentage. Layout (shared/reference/a64fx-perf.md, observed with perf 6.1): value;unit;
-    event;[variance% with -r];runtime;percent;[metric;metric unit]."""
-    rows = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        f = line.split(SEP)
-        if len(f) < 3:
-            continue
-        rest = f[3:]
-        if rest and rest[0].endswith("%"):  # the variance column of -r
-            rest = rest[1:]
-        value: float | None
-        if f[0] == "<not supported>":
-            value, status = None, UNSUPPORTED
-        elif f[0] == "<not counted>":
-            value, status = None, NOT_COUNTED
-        else:
-            try:
-                value, status = float(f[0]), OK
-            except ValueError:
-                raise RunError(f"perf stat printed an unreadable value: {line!r}") from None
-        pct = float(rest[1]) if len(rest) > 1 and rest[1] else None
-        rows.append({"event": f[2], "value": value, "unit": f[1], "status": status, "running_pct": pct})
-    return rows
-
-
 def probe_events(perf: str, events: list[str]) -> dict[str, str]:
     """Which configured events perf accepts here: {event: OK | UNKNOWN (perf rejects the
     name) | UNSUPPORTED | NOT_COUNTED}. Rejected names cannot be passed to the real runs
@@ -285,17 +256,6 @@ class Settings:
     warmup: int
     flush_bytes: int
     core: int
-
-
-def parse_times(text: str, cell: str, calls: int) -> list[int]:
-    lines = text.split("\n")
-    head = dict(ln.split() for ln in lines[:3] if len(ln.split()) == 2)
-    measured = int(head.get("measured", -1))
-    if measured != calls:
-        raise RunError(
-            f"{cell}: {measured} of {calls} calls were measured (warm-up {head.get('warmup')}); the kernel must "
-            "run its call through HARNESS_ROI(reset, call) (kernels/include/harness.h) so it can be repeated")
-    return [int(x) for x in lines[3:3 + measured]]
 
 
 def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:

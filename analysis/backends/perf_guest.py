@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from analysis.backends import RunError, cell_name, check_vl_seen, parse_ok_line
-from analysis.backends.perf_table import OK, UNSUPPORTED
+from analysis.backends.perf_table import OK, UNSUPPORTED, parse_csv, parse_times
 from analysis.core import arm64_vm
 from analysis.core.run import Run
 
@@ -90,7 +90,6 @@ def cell_command(exe: str, run: Run, s: dict[str, Any]) -> str:
 
 def parse_cell(text: str, cell: str, calls: int) -> list[dict[str, Any]]:
     """A cell command's output as one dict per process: vl_seen, checksum, instructions, times_ns."""
-    from analysis.backends.perf import parse_csv, parse_times
     procs = []
     for chunk in text.split("@@proc ")[1:]:
         head, _, rest = chunk.partition("\n")
