@@ -1,0 +1,109 @@
+"""perf in the emulated AArch64 guest (issue 35 item 4, analysis.backends.perf_guest): the perf
+backend's SVE jobs run in one -icount boot each where no SVE host is at hand, and their
+instructions:u counts are the QEMU plugins' ROI totals plus the control window's instructions.
+
+The measured tests need the guest (`./harness setup --with-arm64-vm`; DynamoRIO is not needed).
+A batch that hangs is killed at its limit and named: tests/test_arm64_vm.py tests that for every
+batch the guest runs."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analysis.backends import Plan, perf, perf_guest, qemu
+from analysis.core import config
+from analysis.stages import build
+from conftest import REPO, snakemake
+
+DEFAULT = REPO / "configs" / "default.yaml"
+# Per enabled window, the instructions perf counts besides the QEMU plugins' ROI (roi_perf.c's
+# control round trip and the driver's call sequence in its repeat loop), measured in the guest
+# on 2026-11-27 and the same at every VL and size of a binary; and the one ack read a process's
+# first window does not make (its FIFO holds no NUL from an ack before).
+WINDOW = {"pack-acle": 326, "reduce-acle": 328}
+CELLS = [(name, vl, size) for name in WINDOW for vl in (128, 512) for size in (4096, 65536)]
+
+
+def _job_plan(sweep: config.Sweep, name: str, binary: Path, runs: list[config.Run], processes: int) -> Plan:
+    ready = perf.preflight(sweep)
+    assert ready is not None and ready.found["guest"], ready
+    job = next(j for j in perf.jobs(sweep, ready) if j.binary.name == name)
+    settings = {**perf.settings(sweep, job, ready), "processes": processes}
+    return Plan("perf", str(binary), "native", tuple(runs), tuple(60.0 for _ in runs), {}, {}, settings)
+
+
+@pytest.fixture(scope="module")
+def guest_measured(work: Path) -> dict[str, Any]:
+    """The cells' perf binaries (the workflow's native SVE build) measured in the guest, 30
+    processes of the first cell and 2 of the others, one boot per binary; and the QEMU plugins'
+    records of the QEMU-marker binaries for the same runs."""
+    bd = work / "perf-guest-build"
+    names = sorted(WINDOW)
+    targets = {(n, b): build.binary_path(bd, c, "vla", b, n) for n in names for c, b in (("native", "perf"), ("gcc", "qemu"))}
+    plugins = [build.plugin_path(bd, c) for c in qemu.CLIENTS]
+    proc = snakemake(DEFAULT, bd, work / "perf-guest-results", [str(p) for p in [*targets.values(), *plugins]])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sweep = config.load(DEFAULT)
+    out: dict[str, Any] = {"records": {}, "qemu": {}, "extra": {}}
+    for name in names:
+        job_runs = next(j for j in perf.perf_jobs(sweep, True, False) if j.binary.name == name).runs
+        runs = [r for r in job_runs if (name, r.vl, r.size) in CELLS]
+        for processes, part in ((30, runs[:1]), (2, runs[1:])):
+            extra, recs = perf.run_job(_job_plan(sweep, name, targets[(name, "perf")], part, processes), open("/dev/null", "w"))
+            out["extra"][name] = extra
+            for run, rec in zip(part, recs):
+                out["records"][(name, run.vl, run.size)] = rec
+                out["qemu"][(name, run.vl, run.size)] = qemu.run_once(targets[(name, "qemu")], "max", run,
+                                                                     plugins[0].parent, None, 300)
+    return out
+
+
+def _instructions(rec: dict[str, Any]) -> list[int]:
+    return [int(c["value"]) for p in rec["processes"] for c in p["counters"] if c["event"] == perf_guest.EVENT]
+
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_guest
+def test_thirty_processes_of_a_cell_count_the_same(guest_measured: dict[str, Any]) -> None:
+    first = guest_measured["records"][CELLS[0]]
+    counts = _instructions(first)
+    assert len(counts) == 30 and len(set(counts)) == 1, counts
+
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_guest
+def test_counts_are_the_qemu_plugins_roi_totals_plus_the_window(guest_measured: dict[str, Any]) -> None:
+    """Per process: calls x (roi.total + WINDOW) - FIRST_ACK, on every cell at VL 128 and 512, two
+    sizes; the kernel's checksum is QEMU's."""
+    calls = guest_measured["extra"][CELLS[0][0]]["calls"]
+    for cell in CELLS:
+        rec, ref = guest_measured["records"][cell], guest_measured["qemu"][cell]
+        want = calls * (ref["inscount"]["roi"]["total"] + WINDOW[cell[0]]) - perf_guest.FIRST_ACK
+        assert set(_instructions(rec)) == {want}, cell
+        assert rec["checksum"] == ref["checksum"], cell
+
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_guest
+def test_the_guest_rows_say_what_they_are(guest_measured: dict[str, Any]) -> None:
+    extra = guest_measured["extra"][CELLS[0][0]]
+    assert extra["cpu"] == perf_guest.GUEST_CPU and "no A64FX timing" in extra["label"]
+    assert "-icount shift=0" in extra["guest"]["guest_command"]
+    assert {ev: st for ev, st in extra["events"].items() if st == "ok"} == {"instructions": "ok"}
+
+
+def test_a_cell_command_runs_each_process_with_fresh_control_fifos() -> None:
+    run = config.Run(256, 4096, "-", "float", (("dir", "pack"),), sve=True)
+    s = {"calls": 10, "warmup": 2, "flush_bytes": 0, "processes": 30}
+    cmd = perf_guest.cell_command("./bin/k", run, s)
+    assert "rm -f /tmp/perf.csv /tmp/perf-times.txt /tmp/ctl /tmp/ack; mkfifo /tmp/ctl /tmp/ack" in cmd
+    assert "perf stat -x ';' -o /tmp/perf.csv --control fd:3,4 -D -1 -e instructions:u -- ./bin/k 0256" in cmd
+    assert "while [ $k -lt 30 ]" in cmd
+
+
+def test_a_process_that_failed_in_the_guest_names_the_cell_and_its_error() -> None:
+    text = "@@proc 3\n\n@@csv\n@@times\n@@err\nFAIL: asked 384 bits, running at 256 bits\n"
+    with pytest.raises(perf.RunError, match=r"k vl=384: exit 3 in the guest: FAIL: asked 384 bits, running at 256 bits"):
+        perf_guest.parse_cell(text, "k vl=384", 10)
