@@ -7,14 +7,16 @@ A batch that hangs is killed at its limit and named: tests/test_arm64_vm.py test
 batch the guest runs."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from analysis.backends import Plan, perf, perf_guest, qemu
 from analysis.core import config
-from analysis.stages import build
+from analysis.stages import build, checks, figures
 from conftest import REPO, snakemake
 
 DEFAULT = REPO / "configs" / "default.yaml"
@@ -107,3 +109,44 @@ def test_a_process_that_failed_in_the_guest_names_the_cell_and_its_error() -> No
     text = "@@proc 3\n\n@@csv\n@@times\n@@err\nFAIL: asked 384 bits, running at 256 bits\n"
     with pytest.raises(perf.RunError, match=r"k vl=384: exit 3 in the guest: FAIL: asked 384 bits, running at 256 bits"):
         perf_guest.parse_cell(text, "k vl=384", 10)
+
+
+def _guest_table() -> pd.DataFrame:
+    """A perf table as the guest's runs make it: instructions and (virtual) time per call."""
+    rows = []
+    for vl in (128, 256, 512):
+        for kernel, variant, op, dtype in [("pack", "blocks_call", "-", "float"), ("pack", "acle", "-", "float"),
+                                           ("unpack", "acle", "-", "float"), ("reduce", "acle", "max", "float"),
+                                           ("reduce", "c_autovec", "max", "float"), ("copy", "glibc_memcpy", "-", "uint8")]:
+            for size in (4096, 16777216):
+                for metric, mean in (("instructions", size / vl), ("time_per_call", size / vl), ("bandwidth", 1.0)):
+                    rows.append({"kernel": kernel, "variant": variant, "op": op, "dtype": dtype, "layout": "-",
+                                 "build": "vla", "cpu_model": "native", "backend": "perf", "compiler": "native",
+                                 "vl": vl, "size": size, "metric": metric, "status": "ok", "unit": "", "n": 30,
+                                 "mean": mean, "std": 0.0, "min": mean, "max": mean, "running_pct": math.nan})
+    return pd.DataFrame(rows)
+
+
+def test_figures_from_the_guest_draw_instructions_and_say_so() -> None:
+    """Figs. 11/12 from the guest's runs: instructions per call (its times are virtual), the
+    label in the title; the same figure without the label draws time per call."""
+    sweep = config.load(DEFAULT)
+    assert sweep.perf is not None
+    df = _guest_table()
+    for fig in sweep.perf.figures:
+        f = figures.size_figure(df, sweep.table, fig, "host", perf_guest.LABEL)
+        try:
+            assert perf_guest.LABEL in f._suptitle.get_text().replace("\n", " ")
+            assert f.axes[0].get_ylabel() == figures.SIZE_YLABEL["instructions"]
+        finally:
+            figures._pyplot().close(f)
+        lines = figures.size_lines(df, sweep.table, fig, 512, figures.GUEST_METRIC)
+        assert lines and all(set(g["metric"]) == {"instructions"} for _, _, g in lines)
+
+
+def test_timing_claims_are_not_measured_in_the_guest() -> None:
+    sweep = config.load(DEFAULT)
+    assert sweep.perf is not None
+    rows = checks.perf_claims(_guest_table(), sweep.perf, sweep.table, perf_guest.LABEL)
+    assert len(rows) == len(sweep.perf.checks)
+    assert all(f"| - | not measured: {perf_guest.LABEL} |" in r for r in rows)
