@@ -17,8 +17,9 @@ follows each "ack\n" with a NUL that the kernel's next read skips, and a NUL lef
 process before would add one read (27 user instructions) to the next process's first window.
 
 What the counts are (measured, docs/guide/arm64-vm.md): per process, `calls` x (the QEMU
-plugins' roi.total of the cell + w) - FIRST_ACK, w the instructions of the control round trip and
-of the driver's call sequence in the window (326 to 328: the same for every cell of one binary).
+plugins' roi.total of the cell + w) - FIRST_ACK, w the instructions of the control round trip in
+the window (326 to 328: the same for every cell of one binary); now and then one process of a cell
+counts a multiple of 9 more (clock_gettime in the window).
 """
 from __future__ import annotations
 
