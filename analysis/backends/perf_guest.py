@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from analysis.backends import RunError, cell_name, check_vl_seen, parse_ok_line
 from analysis.backends.perf_table import OK, UNSUPPORTED, parse_csv, parse_times
 from analysis.core import arm64_vm
+from analysis.core.toolchain import compiler_for
 from analysis.core.run import Run
 
 GUEST_CPU = "emulated AArch64 guest (QEMU -icount shift=0): instruction counts only, no A64FX timing"
@@ -118,11 +119,11 @@ def run_job(plan: Any, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]
     # Each process gets the time limit of one QEMU run of its cell: that is for one call under the
     # counting plugins, and a call in the guest, without plugins, is many times faster.
     limit = min(MAX_BATCH_SECONDS, BOOT_SECONDS + sum(s["processes"] * (PROCESS_SECONDS + t) for t in plan.time_limits))
-    commands = [cell_command(exe, run, s) for run in plan.runs]
+    commands = ["perf --version"] + [cell_command(exe, run, s) for run in plan.runs]
     batch = arm64_vm.run_batch(guest, commands, {exe[2:]: binary}, limit, f"perf batch {binary.name}", icount=True)
     events = {ev: (OK if ev == EVENT else UNSUPPORTED) for ev in s["events"]}
     records = []
-    for i, (run, out) in enumerate(zip(plan.runs, batch.outputs), 1):
+    for i, (run, out) in enumerate(zip(plan.runs, batch.outputs[1:]), 1):
         cell = cell_name(binary, "native", run)
         procs = parse_cell(out.stdout, cell, s["calls"])
         if len(procs) != s["processes"]:
@@ -139,7 +140,8 @@ def run_job(plan: Any, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]
                                        "times_ns": p["times_ns"], "seconds": None} for p in procs]})
     extra = {"cpu": GUEST_CPU, "label": LABEL, "traffic": s["traffic"], "events": events, "calls": s["calls"],
              "warmup": s["warmup"], "flush_bytes": s["flush_bytes"], "core": 0, "processes": s["processes"],
-             "guest": {**batch.provenance, "seconds": batch.seconds}}
+             "guest": {**batch.provenance, "seconds": batch.seconds, "perf": batch.outputs[0].stdout.strip(),
+                       "compiler": compiler_for("native", "vla").version()}}
     return extra, records
 
 
