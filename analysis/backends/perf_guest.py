@@ -140,7 +140,7 @@ def run_job(plan: Any, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]
                                        "times_ns": p["times_ns"], "seconds": None} for p in procs]})
     extra = {"cpu": GUEST_CPU, "label": LABEL, "traffic": s["traffic"], "events": events, "calls": s["calls"],
              "warmup": s["warmup"], "flush_bytes": s["flush_bytes"], "core": 0, "processes": s["processes"],
-             "guest": {**batch.provenance, "seconds": batch.seconds, "perf": batch.outputs[0].stdout.strip(),
+             "guest": {**batch.provenance, "seconds": batch.seconds, "counter": batch.outputs[0].stdout.strip(),
                        "compiler": compiler_for("native", "vla").version()}}
     return extra, records
 
