@@ -26,9 +26,11 @@ DEFAULT = REPO / "configs" / "default.yaml"
 # first window does not make (its FIFO holds no NUL from an ack before).
 WINDOW = {"pack-acle": 326, "reduce-acle": 328}
 # A process now and then counts more in its windows: one more pass of 9 instructions in a
-# clock_gettime call of the window (two a window), seen in 7 of the 630 processes of pack-acle's
-# 21 cells, one process a cell (docs/guide/arm64-vm.md).
+# clock_gettime call of the window (two a window): over the 63 cells of pack's three variants
+# (1,890 processes), 22 cells had 1 to 3 of their 30 processes above the others
+# (docs/guide/arm64-vm.md).
 EXTRA = 9
+ABOVE = 3
 CELLS = [(name, vl, size) for name in WINDOW for vl in (128, 512) for size in (4096, 65536)]
 
 
@@ -73,13 +75,13 @@ def _instructions(rec: dict[str, Any]) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.needs_arm64_guest
 def test_thirty_processes_of_a_cell_count_the_same(guest_measured: dict[str, Any]) -> None:
-    """All but at most one process count the same; that one at most one more pass of EXTRA in each
-    clock_gettime of each window."""
+    """All but at most ABOVE processes count the same; those at most one more pass of EXTRA in
+    each clock_gettime of each window."""
     first = guest_measured["records"][CELLS[0]]
     counts = _instructions(first)
     calls = guest_measured["extra"][CELLS[0][0]]["calls"]
     low = min(counts)
-    assert len(counts) == 30 and counts.count(low) >= 29, counts
+    assert len(counts) == 30 and counts.count(low) >= 30 - ABOVE, counts
     assert all((c - low) % EXTRA == 0 and c - low <= 2 * EXTRA * calls for c in counts), counts
 
 
