@@ -102,7 +102,7 @@ def test_counts_are_the_qemu_plugins_roi_totals_plus_the_window(guest_measured: 
 @pytest.mark.needs_arm64_guest
 def test_the_guest_rows_say_what_they_are(guest_measured: dict[str, Any]) -> None:
     extra = guest_measured["extra"][CELLS[0][0]]
-    assert extra["cpu"] == perf_guest.GUEST_CPU and "no A64FX timing" in extra["label"]
+    assert extra["cpu"] == perf_guest.GUEST_CPU and "no A64FX timing" in extra["caveat"]
     assert "-icount shift=0" in extra["guest"]["guest_command"]
     assert {ev: st for ev, st in extra["events"].items() if st == "ok"} == {"instructions": "ok"}
 

@@ -138,7 +138,7 @@ def run_job(plan: Any, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]
                         "checksum": procs[0]["checksum"], "command": process_command(exe, run.argv(), s),
                         "processes": [{"counters": [_counter(ev, st, p) for ev, st in events.items()],
                                        "times_ns": p["times_ns"], "seconds": None} for p in procs]})
-    extra = {"cpu": GUEST_CPU, "label": LABEL, "traffic": s["traffic"], "events": events, "calls": s["calls"],
+    extra = {"cpu": GUEST_CPU, "caveat": LABEL, "traffic": s["traffic"], "events": events, "calls": s["calls"],
              "warmup": s["warmup"], "flush_bytes": s["flush_bytes"], "core": 0, "processes": s["processes"],
              "guest": {**batch.provenance, "seconds": batch.seconds, "counter": batch.outputs[0].stdout.strip(),
                        "compiler": compiler_for("native", "vla").version()}}

@@ -36,8 +36,8 @@ def main_stats(ns: argparse.Namespace) -> int:
         df = table.read_stats(ns.stats)
         metas = [json.loads(f.read_text())["meta"] for f in ns.raw]
         cpu = next((m["cpu"] for m in metas if m["build"] == "host"), "host")
-        # SVE runs made in the emulated AArch64 guest say so (their label): instruction counts only.
-        guest = next((m["label"] for m in metas if m.get("label")), None)
+        # SVE runs made in the emulated AArch64 guest say so (their caveat): instruction counts only.
+        guest = next((m["caveat"] for m in metas if m.get("caveat")), None)
         if sweep.perf is None:
             raise config.ConfigError(f"{ns.sweep}: no perf section")
         for fig in sweep.perf.figures:
