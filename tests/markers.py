@@ -21,7 +21,7 @@ from typing import Protocol
 
 import pytest
 
-from analysis.backends import gem5, perf
+from analysis.backends import gem5, perf, perf_guest
 from analysis.core import arm64_vm, config, mpi
 
 TESTS = Path(__file__).resolve().parent
@@ -44,6 +44,7 @@ MARKERS = {
     "needs_perf": "needs a perf that can count on this host (linux-perf, perf_event_paranoid)",
     "needs_arm64_vm": "needs the emulated AArch64 guest with DynamoRIO "
                       "(DYNAMORIO_HOME=<AArch64 DynamoRIO> ./harness setup --with-arm64-vm)",
+    "needs_arm64_guest": "needs the emulated AArch64 guest, DynamoRIO or not (./harness setup --with-arm64-vm)",
 }
 
 
@@ -91,12 +92,16 @@ def _arm64_vm() -> str | None:
     return arm64_vm.missing()
 
 
+def _arm64_guest() -> str | None:
+    return perf_guest.missing()
+
+
 # needs_* marker -> its probe: None when the part is here, else the line that says what is
 # missing and how to get it (the skip's reason).
 PROBES: dict[str, Callable[[], str | None]] = {
     "needs_clang": _clang, "needs_chromium": _chromium, "needs_gem5": _gem5, "needs_mpi": _mpi,
     "needs_ompi5": _ompi5, "needs_ompi_src": _ompi_src, "needs_slurm": _slurm, "needs_perf": _perf,
-    "needs_arm64_vm": _arm64_vm,
+    "needs_arm64_vm": _arm64_vm, "needs_arm64_guest": _arm64_guest,
 }
 
 # Every fixture defined under tests/ -> the markers of the tests that use it. A fixture that
@@ -153,6 +158,8 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     # test_perf.py
     "sve_native": (SLOW,),
     "host_run": (SLOW, "needs_perf"),
+    # test_perf_guest.py
+    "guest_measured": (SLOW, "needs_arm64_guest"),
     # test_plugins.py
     "plugin_build": (SLOW,),
     "prog": (SLOW,),

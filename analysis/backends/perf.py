@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, check_vl_seen, no_report,
-                               parse_ok_line, staged)
+                               parse_ok_line, perf_guest, staged)
 from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.X names them as before
-    BANDWIDTH, NOT_COUNTED, OK, TIME, UNKNOWN, UNSUPPORTED, describe, stats_rows, traffic_bytes)
+    BANDWIDTH, NOT_COUNTED, OK, SEP, TIME, UNKNOWN, UNSUPPORTED, describe, parse_csv, parse_times, stats_rows,
+    traffic_bytes)
 from analysis.core import config
 from analysis.core.config import Job, KernelRow, Run, Sweep
 
@@ -41,7 +42,6 @@ HIDE_ENV: dict[str, str] = {}  # bench times its measurements apart (target perf
 EVIDENCE = "perf on A64FX"  # its claims compare SVE runs, native on an A64FX (perf_summary.md)
 report = no_report  # results/perf_summary.md is its report (analysis.stages.summary.stats_summary)
 
-SEP = ";"  # perf does not quote fields; event names may contain commas
 HOST_FIX = "sysctl kernel.perf_event_paranoid=2 (or run as root)"
 
 
@@ -53,6 +53,7 @@ class PerfStatus:
     sve: bool
     host: bool
     messages: list[str] = field(default_factory=list)
+    guest: bool = False  # the SVE runs go to the emulated AArch64 guest (perf_guest)
 
 
 def host_has_sve(cpuinfo: str | None = None) -> bool:
@@ -101,10 +102,20 @@ def detect(sweep: Sweep) -> PerfStatus | None:
         status.messages.append("perf: SVE runs off (perf/sve: off in the sweep)")
     elif host_has_sve():
         status.sve = True
+    elif p.sve == "guest" and perf_guest.missing() is None:
+        status.sve = status.guest = True
+        status.messages.append(f"perf: SVE runs in the emulated AArch64 guest ({perf_guest.LABEL})")
+    elif p.sve == "guest":
+        status.messages.append(f"perf: SVE runs skipped: perf/sve: guest, but the emulated AArch64 guest is not "
+                               f"built: {perf_guest.arm64_vm.FIX}")
     else:
+        # The guest only when asked for: its runs cost about an hour of two cores for the default
+        # sweep's Fig. 11/12 jobs (docs/guide/arm64-vm.md), more than the rest of the sweep.
+        after = "" if perf_guest.missing() is None else f", after {perf_guest.arm64_vm.FIX}"
         status.messages.append(
             f"perf: SVE runs skipped: this host ({platform.machine()}) has no SVE; run the sweep on an "
-            "AArch64 SVE machine such as A64FX (docs/guide/perf.md: perf on A64FX)")
+            "AArch64 SVE machine such as A64FX (docs/guide/perf.md: perf on A64FX), or count their instructions "
+            f"in the emulated AArch64 guest: perf/sve: guest in the sweep{after}")
     return status
 
 
@@ -163,7 +174,7 @@ def preflight(sweep: Sweep) -> Ready | None:
         return None
     versions = {"perf": status.version} if status.version and (status.sve or status.host) else {}
     return Ready(versions, notes=list(status.messages),
-                 found={"perf": status.perf, "sve": status.sve, "host": status.host})
+                 found={"perf": status.perf, "sve": status.sve, "host": status.host, "guest": status.guest})
 
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
@@ -182,7 +193,8 @@ def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
     row = sweep.table.row(job.binary.kernel, job.binary.variant)
     return {"perf": ready.found["perf"], "events": list(p.events), "calls": p.calls, "warmup": p.warmup,
             "flush_bytes": int(p.flush.get(row.family, 0)), "core": p.core, "processes": p.processes,
-            "traffic": sweep.table.families[row.family].traffic}
+            "traffic": sweep.table.families[row.family].traffic,
+            "guest": bool(ready.found.get("guest")) and job.binary.build == "vla"}
 
 
 def inputs(build_dir: Path) -> list[str]:
@@ -223,35 +235,6 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", **extra}
 
 
-def parse_csv(text: str) -> list[dict[str, Any]]:
-    """`perf stat -x ';'` lines as dicts: value (float or None), unit, event, status, running
-    percentage. Layout (shared/reference/a64fx-perf.md, observed with perf 6.1): value;unit;
-    event;[variance% with -r];runtime;percent;[metric;metric unit]."""
-    rows = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        f = line.split(SEP)
-        if len(f) < 3:
-            continue
-        rest = f[3:]
-        if rest and rest[0].endswith("%"):  # the variance column of -r
-            rest = rest[1:]
-        value: float | None
-        if f[0] == "<not supported>":
-            value, status = None, UNSUPPORTED
-        elif f[0] == "<not counted>":
-            value, status = None, NOT_COUNTED
-        else:
-            try:
-                value, status = float(f[0]), OK
-            except ValueError:
-                raise RunError(f"perf stat printed an unreadable value: {line!r}") from None
-        pct = float(rest[1]) if len(rest) > 1 and rest[1] else None
-        rows.append({"event": f[2], "value": value, "unit": f[1], "status": status, "running_pct": pct})
-    return rows
-
-
 def probe_events(perf: str, events: list[str]) -> dict[str, str]:
     """Which configured events perf accepts here: {event: OK | UNKNOWN (perf rejects the
     name) | UNSUPPORTED | NOT_COUNTED}. Rejected names cannot be passed to the real runs
@@ -279,17 +262,6 @@ class Settings:
     warmup: int
     flush_bytes: int
     core: int
-
-
-def parse_times(text: str, cell: str, calls: int) -> list[int]:
-    lines = text.split("\n")
-    head = dict(ln.split() for ln in lines[:3] if len(ln.split()) == 2)
-    measured = int(head.get("measured", -1))
-    if measured != calls:
-        raise RunError(
-            f"{cell}: {measured} of {calls} calls were measured (warm-up {head.get('warmup')}); the kernel must "
-            "run its call through HARNESS_ROI(reset, call) (kernels/include/harness.h) so it can be repeated")
-    return [int(x) for x in lines[3:3 + measured]]
 
 
 def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:
@@ -336,6 +308,8 @@ def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:
 def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Probe the events, run every cell's processes; per process: counters, per-call times."""
     p = plan.settings
+    if p.get("guest"):
+        return perf_guest.run_job(plan, log)
     binary = Path(plan.binary)
     probe = probe_events(p["perf"], list(p["events"]))
     accepted = [ev for ev, st in probe.items() if st != UNKNOWN]

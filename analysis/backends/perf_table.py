@@ -1,5 +1,6 @@
 """The perf backend's table, results/perf.csv: each cell's statistics over its processes
-(analysis.stages.collect --stats), and the statuses a counter can have.
+(analysis.stages.collect --stats), the statuses a counter can have, and the readers of what a
+process leaves (perf stat's CSV, roi_perf.c's call times), natively or in the guest (perf_guest).
 """
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import math
 import statistics
 from typing import Any
 
+from analysis.backends import RunError
+
 OK, UNSUPPORTED, NOT_COUNTED, UNKNOWN = "ok", "unsupported", "not_counted", "unknown_event"
 TIME, BANDWIDTH = "time_per_call", "bandwidth"  # the metrics stats_rows adds to the events
+SEP = ";"  # perf does not quote fields; event names may contain commas
 
 
 def describe(values: list[float]) -> dict[str, float]:
@@ -56,3 +60,43 @@ def stats_rows(meta: dict[str, Any], rec: dict[str, Any]) -> list[dict[str, Any]
         rows.append({**key, "metric": BANDWIDTH, "status": OK, "unit": "GB/s", "running_pct": math.nan,
                      **describe([moved / ns for ns in per_proc_ns])})  # bytes per ns = GB/s
     return rows
+
+
+def parse_csv(text: str) -> list[dict[str, Any]]:
+    """`perf stat -x ';'` lines as dicts: value (float or None), unit, event, status, running
+    percentage. Layout (shared/reference/a64fx-perf.md, observed with perf 6.1): value;unit;
+    event;[variance% with -r];runtime;percent;[metric;metric unit]."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        f = line.split(SEP)
+        if len(f) < 3:
+            continue
+        rest = f[3:]
+        if rest and rest[0].endswith("%"):  # the variance column of -r
+            rest = rest[1:]
+        value: float | None
+        if f[0] == "<not supported>":
+            value, status = None, UNSUPPORTED
+        elif f[0] == "<not counted>":
+            value, status = None, NOT_COUNTED
+        else:
+            try:
+                value, status = float(f[0]), OK
+            except ValueError:
+                raise RunError(f"perf stat printed an unreadable value: {line!r}") from None
+        pct = float(rest[1]) if len(rest) > 1 and rest[1] else None
+        rows.append({"event": f[2], "value": value, "unit": f[1], "status": status, "running_pct": pct})
+    return rows
+
+
+def parse_times(text: str, cell: str, calls: int) -> list[int]:
+    lines = text.split("\n")
+    head = dict(ln.split() for ln in lines[:3] if len(ln.split()) == 2)
+    measured = int(head.get("measured", -1))
+    if measured != calls:
+        raise RunError(
+            f"{cell}: {measured} of {calls} calls were measured (warm-up {head.get('warmup')}); the kernel must "
+            "run its call through HARNESS_ROI(reset, call) (kernels/include/harness.h) so it can be repeated")
+    return [int(x) for x in lines[3:3 + measured]]

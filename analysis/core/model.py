@@ -150,7 +150,7 @@ class PerfSection:
     """Native runs under perf (sweep parameter perf)."""
     perf: str
     events: tuple[str, ...]
-    sve: str  # auto | off
+    sve: str  # auto | guest | off
     host_baselines: bool
     vector_lengths: tuple[int, ...]
     sizes: dict[str, tuple[int, ...]]

@@ -48,6 +48,18 @@ COMPILERS = {
     "native": Compiler("native", ("gcc",), ()),
 }
 CROSS_COMPILERS = ("gcc", "clang")
+# The SVE native build on a host that is not AArch64 (x86-64): its binaries run in the emulated
+# AArch64 guest (analysis.core.arm64_vm, perf in the guest), so the cross gcc builds them, static
+# like the cross builds (the guest's initramfs has no matching compiler and no libc to share).
+GUEST_NATIVE = Compiler("native", ("aarch64-linux-gnu-gcc",), ("-static",))
+
+
+def compiler_for(compiler: str, build: str) -> Compiler:
+    """The compiler that builds `build` for `compiler`: the native compiler's SVE build on an
+    x86-64 host is the guest's (GUEST_NATIVE); everything else is COMPILERS[compiler]."""
+    if compiler == "native" and build == "vla" and platform.machine() != "aarch64":
+        return GUEST_NATIVE
+    return COMPILERS[compiler]
 
 # Native builds: "vla" = SVE, VL set at run time by prctl (an AArch64 host with SVE);
 # "host" = the host's plain ISA (x86-64, or AArch64 without SVE) for the baselines.

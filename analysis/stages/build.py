@@ -15,7 +15,7 @@ from pathlib import Path
 from analysis.backends.registry import REGISTRY
 from analysis.core import mpi
 from analysis.core.config import REPO, KernelTable, Sweep, parse_build, vl_rule_defines
-from analysis.core.toolchain import COMPILERS, compiler_cflags
+from analysis.core.toolchain import COMPILERS, compiler_cflags, compiler_for
 
 INCLUDE = REPO / "kernels" / "include"
 ROI_SOURCES = REPO / "kernels" / "roi"
@@ -67,7 +67,7 @@ def plugin_path(build_dir: Path, client: str) -> Path:
 
 
 def compile_cmd(build_dir: Path, compiler: str, build: str, source: Path, out: Path, extra: tuple[str, ...] = ()) -> list[str]:
-    comp = COMPILERS[compiler]
+    comp = compiler_for(compiler, build)
     return [
         *comp.cc, *compiler_cflags(compiler, build, vls_bits(build), extra),
         f"-I{INCLUDE}", f"-I{gen_dir(build_dir)}", "-c", str(source), "-o", str(out),
@@ -118,9 +118,10 @@ def kernel_objects(build_dir: Path, table: KernelTable, compiler: str, build: st
     return {**objs, "harness": d / "harness.o"}
 
 
-def link_cmd(compiler: str, objects: list[Path], out: Path, use_mpi: bool | mpi.Library = False) -> list[str]:
+def link_cmd(compiler: str, objects: list[Path], out: Path, use_mpi: bool | mpi.Library = False,
+             build: str = "vla") -> list[str]:
     """`use_mpi`: the MPI library to link (True: Debian's), dynamically: neither ships a static libmpi."""
-    comp = COMPILERS[compiler]
+    comp = compiler_for(compiler, build)
     if use_mpi:
         return [*comp.cc, "-o", str(out), *map(str, objects), *mpi.link_flags(None if use_mpi is True else use_mpi)]
     return [*comp.cc, *comp.link, "-o", str(out), *map(str, objects)]
@@ -214,7 +215,7 @@ def binary_link_cmd(build_dir: Path, table: KernelTable, compiler: str, build: s
     objs = kernel_objects(build_dir, table, compiler, build, kernel, variant)
     roi = roi_object(build_dir, compiler, backend, build)
     return link_cmd(compiler, [*objs.values(), roi], binary_path(build_dir, compiler, build, backend, row.name),
-                    mpi.family_library(table, row.family) or False)
+                    mpi.family_library(table, row.family) or False, build)
 
 
 def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kernel: str, variant: str) -> list[str]:

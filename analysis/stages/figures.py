@@ -29,7 +29,10 @@ PALETTE = [to_hex(c) for c in (*colormaps["tab10"].colors, *colormaps["Dark2"].c
 INTERVAL = ("_ci_low", "_ci_high")
 # Characters per title line: a 10 pt title over the axes of the 8-inch figure holds about 95.
 TITLE_WIDTH = 90
-SIZE_YLABEL = {"time": "time per call (us), mean and std over processes", "bandwidth": "bandwidth (GB/s), (read + write) / time"}
+SIZE_YLABEL = {"time": "time per call (us), mean and std over processes", "bandwidth": "bandwidth (GB/s), (read + write) / time",
+               "instructions": "instructions per call (perf, user mode), mean over processes"}
+# What a perf figure draws from runs in the emulated AArch64 guest, whose times are virtual.
+GUEST_METRIC = "instructions"
 
 
 def _pyplot() -> Any:
@@ -209,9 +212,11 @@ def draw_counts(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep, f
 # The perf table (results/perf.csv, statistics over processes): time per call or bandwidth
 # against message size, one panel per VL (paper Fig. 11, 12), host baselines dashed in every panel.
 
-def size_lines(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, vl: int) -> list[tuple[str, bool, pd.DataFrame]]:
-    """(label, is_host, rows by size) for one panel: the series at `vl`, then host baselines."""
-    metric = perf.TIME if fig.kind == "time" else perf.BANDWIDTH
+def size_lines(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, vl: int,
+               metric: str | None = None) -> list[tuple[str, bool, pd.DataFrame]]:
+    """(label, is_host, rows by size) for one panel: the series at `vl`, then host baselines.
+    `metric`: another metric than the figure's kind (instructions, from the emulated guest)."""
+    metric = metric or (perf.TIME if fig.kind == "time" else perf.BANDWIDTH)
     d = df[(df["metric"] == metric) & (df["status"] == perf.OK)]
     out = []
     for sel in fig.series:
@@ -228,43 +233,47 @@ def size_lines(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigu
     return sorted(out, key=lambda line: line[1])  # SVE lines first, host baselines after
 
 
-def size_figure(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, cpu: str) -> Any:
-    """A perf figure (time per call or bandwidth against message size, one panel per VL)."""
+def size_figure(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, cpu: str, guest: str | None = None) -> Any:
+    """A perf figure (time per call or bandwidth against message size, one panel per VL). `guest`:
+    the SVE runs were made in the emulated AArch64 guest, whose times are virtual: the figure then
+    draws instructions per call instead, and says so in its title (`guest` is that label)."""
+    metric = GUEST_METRIC if guest else None
     vls = sorted(v for v in df["vl"].unique() if v > 0)
     if fig.vl is not None:
         vls = [fig.vl] if fig.vl in vls else []
     panels = vls or [0]  # host baselines only: one panel
-    lines = {vl: size_lines(df, table, fig, vl) for vl in panels}
+    lines = {vl: size_lines(df, table, fig, vl, metric) for vl in panels}
     entries = len({label for found in lines.values() for label, _, _ in found})
     plt = _pyplot()
     f, axes = plt.subplots(1, len(panels), figsize=(max(8, 5 * len(panels)), _height(4.0, entries)), squeeze=False,
                            sharey=True, layout="constrained")
-    scale = 1e-3 if fig.kind == "time" else 1.0
+    scale = 1e-3 if fig.kind == "time" and not guest else 1.0
     for ax, vl in zip(axes[0], panels):
         for label, host, g in lines[vl]:
             ax.errorbar(g["size"], g["mean"] * scale, yerr=g["std"] * scale, marker="o", ms=3, capsize=2,
                         ls="--" if host else "-", lw=1 if host else 1.8, label=label)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("message size (bytes)")
-        if fig.kind == "time":
+        if fig.kind == "time" or guest:
             ax.set_yscale("log")
         ax.set_title(f"VL {vl} bits" if vl else f"host ISA ({cpu})", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel(SIZE_YLABEL[fig.kind])
+    axes[0][0].set_ylabel(SIZE_YLABEL[GUEST_METRIC if guest else fig.kind])
     handles, labels = axes[0][0].get_legend_handles_labels()
     for ax in axes[0][1:]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    f.suptitle(_title(fig.title), fontsize=10)
+    f.suptitle(_title(fig.title + (f" ({guest})" if guest else "")), fontsize=10)
     f.legend(handles, labels, fontsize=7, loc="outside lower center", ncol=1, frameon=False)
     return f
 
 
-def plot_by_size(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, out: Path, cpu: str) -> None:
+def plot_by_size(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, out: Path, cpu: str,
+                 guest: str | None = None) -> None:
     plt = _pyplot()
-    f = size_figure(df, table, fig, cpu)
+    f = size_figure(df, table, fig, cpu, guest)
     out.parent.mkdir(parents=True, exist_ok=True)
     f.savefig(out, dpi=120)
     plt.close(f)

@@ -36,11 +36,13 @@ def main_stats(ns: argparse.Namespace) -> int:
         df = table.read_stats(ns.stats)
         metas = [json.loads(f.read_text())["meta"] for f in ns.raw]
         cpu = next((m["cpu"] for m in metas if m["build"] == "host"), "host")
+        # SVE runs made in the emulated AArch64 guest say so (their caveat): instruction counts only.
+        guest = next((m["caveat"] for m in metas if m.get("caveat")), None)
         if sweep.perf is None:
             raise config.ConfigError(f"{ns.sweep}: no perf section")
         for fig in sweep.perf.figures:
-            plot_by_size(df, sweep.table, fig, sweep.results_dir / "figures" / f"{fig.name}.png", cpu)
-        ns.summary.write_text(stats_summary(df, metas, ns.message, perf_claims(df, sweep.perf, sweep.table)))
+            plot_by_size(df, sweep.table, fig, sweep.results_dir / "figures" / f"{fig.name}.png", cpu, guest)
+        ns.summary.write_text(stats_summary(df, metas, ns.message, perf_claims(df, sweep.perf, sweep.table, guest)))
     except (config.ConfigError, OSError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

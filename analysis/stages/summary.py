@@ -130,9 +130,12 @@ def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[
     lines_ = ["# perf measurements (native runs)", ""]
     lines_ += [f"- {m}" for m in messages]
     for meta in {(m["build"], m["cpu"]): m for m in metas}.values():
-        lines_.append(f"- build {meta['build']}: {meta['cpu']}; {meta['versions'][meta['backend']]}; "
-                      f"{meta['versions']['compiler.native']}; {meta['processes']} processes x {meta['calls']} calls "
-                      f"(+{meta['warmup']} warm-up), pinned to CPU {meta['core']}")
+        # Runs in the emulated AArch64 guest name the guest's counting tool, their compiler and the guest.
+        guest = meta.get("guest")
+        tools = (f"{guest['counter']} in the guest ({guest['kernel']}; {guest['emulator']}); {guest['compiler']}" if guest
+                 else f"{meta['versions'][meta['backend']]}; {meta['versions']['compiler.native']}")
+        lines_.append(f"- build {meta['build']}: {meta['cpu']}; {tools}; {meta['processes']} processes x {meta['calls']} "
+                      f"calls (+{meta['warmup']} warm-up)" + ("" if guest else f", pinned to CPU {meta['core']}"))
     if metas:
         probe = metas[0]["events"]
         bad = {e: s for e, s in probe.items() if s != perf_table.OK}
