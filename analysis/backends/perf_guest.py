@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from analysis.backends import RunError, cell_name, check_vl_seen, parse_ok_line
-from analysis.backends.perf_table import OK, UNSUPPORTED, parse_csv, parse_times
+from analysis.backends.perf_table import OK, SEP, UNSUPPORTED, parse_csv, parse_times
 from analysis.core import arm64_vm
 from analysis.core.toolchain import compiler_for
 from analysis.core.run import Run
@@ -72,7 +72,7 @@ def env_line(s: dict[str, Any]) -> str:
 def process_command(exe: str, argv: list[str], s: dict[str, Any]) -> list[str]:
     """One process's perf command, as analysis.backends.perf.perf_command builds it natively (no
     taskset: the guest has one vCPU)."""
-    return ["perf", "stat", "-x", ";", "-o", "/tmp/perf.csv", "--control", "fd:3,4", "-D", "-1",
+    return ["perf", "stat", "-x", SEP, "-o", "/tmp/perf.csv", "--control", "fd:3,4", "-D", "-1",
             "-e", f"{EVENT}:u", "--", exe, *argv]
 
 
