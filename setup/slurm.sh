@@ -53,7 +53,7 @@ write_conf() {
     local name="$NODE"
     mkdir -p "$DIR/state/ctld" "$DIR/state/d" "$DIR/run" "$DIR/log" "$DIR/munge"
     chmod 700 "$DIR/munge"
-    cat >"$CONF.tmp" <<EOF
+    cat >"$CONF.new" <<EOF
 # Written by $ME for this host; rewritten at every start.
 ClusterName=sveharness
 SlurmctldHost=$name(127.0.0.1)
@@ -75,6 +75,11 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
 SchedulerType=sched/backfill
+# A submitted batch job waits for slurmctld's next scheduling pass, which its once-a-second loop
+# starts only 3 s (batch_sched_delay) after the last one: a sweep's Slurm jobs that follow
+# another's end waited 3 s each. 0: the next second's pass (Slurm 22.05 schedules no batch job
+# at submission).
+SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 # A node set down by hand stays down until scontrol update state=resume (2 would bring it back
@@ -93,7 +98,10 @@ JobCompLoc=$DIR/log/jobcomp.log
 $node NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=$PARTITION Nodes=$name Default=YES MaxTime=INFINITE State=UP
 EOF
-    mv "$CONF.tmp" "$CONF"
+}
+
+install_conf() {  # the rendered config in place, and where the jobs' commands look for it
+    mv "$CONF.new" "$CONF"
     # Where a configless slurmd puts the file and every Slurm command looks after SLURM_CONF: the
     # commands inside a job find it there (the executor's job step runs srun without SLURM_CONF).
     # A file of someone else's is left alone.
@@ -108,11 +116,19 @@ start() {
     for c in munged mungekey slurmctld slurmd sinfo; do
         command -v "$c" >/dev/null 2>&1 || die "$c not found; fix: ./harness setup --with-slurm"
     done
+    write_conf
     if alive "$DIR/run/munged.pid" && alive "$DIR/run/slurmctld.pid" && alive "$DIR/run/slurmd.pid" && node_up; then
+        # A Slurm started by an earlier version of this script gets this one's config.
+        if ! cmp -s "$CONF.new" "$CONF"; then
+            install_conf
+            scontrol reconfigure || die "scontrol reconfigure did not take the new $CONF (log: $DIR/log/slurmctld.log)"
+            say "the running Slurm took the changed config (scontrol reconfigure)"
+        fi
+        rm -f "$CONF.new"
         say "Slurm is up: $(sinfo -h -p "$PARTITION" -o '%P %D node(s) %t %c CPUs %m MB')"
         return 0
     fi
-    write_conf
+    install_conf
     if ! alive "$DIR/run/munged.pid"; then
         [[ -s "$DIR/munge/munge.key" ]] || mungekey --create --keyfile="$DIR/munge/munge.key" >/dev/null
         chmod 600 "$DIR/munge/munge.key"

@@ -267,6 +267,22 @@ def test_local_slurm_is_this_host_and_starts_once(local_slurm: dict[str, str]) -
     assert int(cpus) == os.cpu_count()
 
 
+@pytest.mark.needs_slurm
+def test_a_running_slurm_takes_the_scripts_changed_config_at_start(local_slurm: dict[str, str]) -> None:
+    """A Slurm started by an earlier setup/slurm.sh kept that one's slurm.conf: start returned as
+    soon as the node was up, so a changed setting (batch_sched_delay=0) never reached it."""
+    conf = Path(local_slurm["SLURM_CONF"])
+    text = conf.read_text()
+    assert "SchedulerParameters=batch_sched_delay=0\n" in text
+    conf.write_text(text.replace("SchedulerParameters=batch_sched_delay=0\n", ""))
+    proc = subprocess.run([str(REPO / "setup" / "slurm.sh"), "start"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("setup/slurm.sh: the running Slurm took the changed config (scontrol reconfigure)\n")
+    assert conf.read_text() == text
+    shown = subprocess.run(["scontrol", "show", "config"], env=local_slurm, capture_output=True, text=True, check=True).stdout
+    assert re.search(r"^SchedulerParameters\s*=\s*batch_sched_delay=0$", shown, re.M), shown
+
+
 @pytest.mark.slow
 @pytest.mark.needs_slurm
 def test_tiny_sweep_through_slurm_equals_the_local_run(local_slurm: dict[str, str], slurm_work: Path,
@@ -535,15 +551,48 @@ def test_steady_status_checks_wait_the_profiles_interval_after_every_check() -> 
         for job in active_jobs:
             yield job
 
-    executor = SimpleNamespace(next_seconds_between_status_checks=32,
-                               workflow=SimpleNamespace(executor_settings=SimpleNamespace(init_seconds_before_status_checks=2)))
+    executor = SimpleNamespace(next_seconds_between_status_checks=32)
 
     async def check() -> list[str]:
-        return [j async for j in slurm_snakemake.steady(backing_off)(executor, ["a", "b"])]
+        return [j async for j in slurm_snakemake.steady(backing_off, 0.25)(executor, ["a", "b"])]
 
     assert asyncio.run(check()) == ["a", "b"]
-    assert executor.next_seconds_between_status_checks == 2
-    assert slurm.load_profile("local")[slurm.STEADY_KEY] is True and slurm.STEADY_KEY not in slurm.load_profile(None)
+    assert executor.next_seconds_between_status_checks == 0.25
+    assert slurm.STEADY_KEY not in slurm.load_profile(None)
+
+
+def test_the_local_profile_checks_four_times_a_second_and_true_means_the_plugins_interval(tmp_path: Path) -> None:
+    """The plugin's interval takes whole seconds: at 1 s the local Slurm's one-job sweep was
+    noticed half a second after its end on average, a tenth of a tiny sweep."""
+    prof = slurm.load_profile("local")
+    assert slurm.steady_seconds(prof, "local") == 0.25
+    assert slurm.steady_seconds({slurm.STEADY_KEY: True, "slurm-init-seconds-before-status-checks": 3}, "x") == 3.0
+    assert slurm.steady_seconds({slurm.STEADY_KEY: True}, "x") == slurm.PLUGIN_INIT_SECONDS
+    assert slurm.steady_seconds({}, None) is None and slurm.steady_seconds({slurm.STEADY_KEY: False}, None) is None
+    for bad in ("fast", 0, -1):
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump({slurm.STEADY_KEY: bad}))
+        with pytest.raises(slurm.SlurmError, match=f"{slurm.STEADY_KEY}: {bad!r}: true, false or a number of seconds "
+                                                   "above 0; nothing was submitted"):
+            slurm.prepare(str(tmp_path), None, None)
+
+
+def test_the_submitting_snakemake_imports_pandas_only_for_the_efficiency_report() -> None:
+    """The plugin imported its efficiency report (pandas: 0.25 s) at every start of a sweep
+    through Slurm; nothing else of the submitting Snakemake needs pandas."""
+    code = """if True:
+        import sys
+        from analysis.commands import slurm_snakemake as s
+        sys.modules[s.REPORT] = s.efficiency_report_on_use()
+        import snakemake_executor_plugin_slurm as plugin
+        assert "pandas" not in sys.modules, "pandas imported at the plugin's import"
+        try:  # the stand-in hands over to the plugin's own function, which wants its arguments
+            plugin.create_efficiency_report()
+        except TypeError as e:
+            assert "create_efficiency_report()" in str(e), e
+        assert "pandas" in sys.modules and sys.modules[s.REPORT].__file__.endswith("efficiency_report.py")
+    """
+    proc = subprocess.run([PY, "-c", code], cwd=REPO, env={**os.environ, **slurm.executor_env()}, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_the_status_wait_ends_when_the_run_is_over() -> None:

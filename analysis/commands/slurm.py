@@ -39,7 +39,8 @@ PROFILES = config.REPO / "configs" / "profiles"
 # The profile's own section, read by the harness and taken out of what Snakemake gets.
 GROUPS_KEY = "harness-groups"
 # true: the executor's status checks at the profile's interval every time, not 10 s longer after
-# each that saw no Slurm job end (analysis/commands/slurm_snakemake.py). For a small or local Slurm.
+# each that saw no Slurm job end (analysis/commands/slurm_snakemake.py); a number: every that many
+# seconds (the plugin's own interval takes whole seconds only). For a small or local Slurm.
 STEADY_KEY = "harness-steady-status-checks"
 # true: a Slurm job's Snakemake runs its jobs itself, not through a second Snakemake under srun
 # (the jobstep executor's way, which places each step in its CPUs on a cluster). For a node that
@@ -250,7 +251,7 @@ class Plan:
     partition: str
     local_conf: str | None
     groups: Groups
-    steady: bool = False  # the profile's harness-steady-status-checks
+    steady: float | None = None  # the seconds between status checks, each time (harness-steady-status-checks)
     direct: bool = False  # the profile's harness-direct-job-step
 
     def line(self) -> str:
@@ -265,7 +266,7 @@ def prepare(name: str | None, account: str | None, partition: str | None) -> Pla
     """Everything that can refuse, before any work: profile, placeholders, Slurm, partition."""
     prof = load_profile(name, account, partition)
     groups = groups_of(prof, name)
-    steady, direct = (flag(prof, key, name) for key in (STEADY_KEY, DIRECT_KEY))
+    steady, direct = steady_seconds(prof, name), flag(prof, DIRECT_KEY, name)
     prof = {k: v for k, v in prof.items() if k not in HARNESS_KEYS}
     conf = use_local_conf()
     return Plan(name, prof, preflight(prof), conf, groups, steady, direct)
@@ -277,6 +278,24 @@ def flag(prof: dict[str, Any], key: str, name: str | None) -> bool:
     if not isinstance(value, bool):
         raise SlurmError(f"the Slurm profile {name or 'slurm'} has {key}: {value!r}: true or false; nothing was submitted")
     return value
+
+
+# The plugin's default wait before its first status check (snakemake-executor-plugin-slurm 2.8.0).
+PLUGIN_INIT_SECONDS = 40
+
+
+def steady_seconds(prof: dict[str, Any], name: str | None) -> float | None:
+    """The profile's harness-steady-status-checks as seconds between checks: absent or false,
+    none (the plugin's growing waits); true, its slurm-init-seconds-before-status-checks."""
+    value = prof.get(STEADY_KEY, False)
+    if value is False:
+        return None
+    if value is True:
+        value = prof.get("slurm-init-seconds-before-status-checks", PLUGIN_INIT_SECONDS)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise SlurmError(f"the Slurm profile {name or 'slurm'} has {STEADY_KEY}: {prof.get(STEADY_KEY)!r}: "
+                         "true, false or a number of seconds above 0; nothing was submitted")
+    return float(value)
 
 
 # setup/install.sh keeps the Slurm executor plugin out of site-packages (requirements-slurm.txt:
@@ -298,7 +317,7 @@ def run(cmd: list[str], plan: Plan) -> int:
         n = len(guard.SNAKEMAKE)
         # Snakemake with the executor plugin's side adjusted (analysis/commands/slurm_snakemake.py).
         snakemake = [sys.executable, str(Path(__file__).with_name("slurm_snakemake.py")),
-                     *(["--steady"] if plan.steady else []), *(["--direct"] if plan.direct else [])]
+                     *([f"--steady={plan.steady}"] if plan.steady else []), *(["--direct"] if plan.direct else [])]
         proc = subprocess.Popen([*snakemake, "--profile", str(pdir), *cmd[n:]], stderr=subprocess.PIPE, text=True,
                                 env=executor_env())
         stopped: list[str] = []

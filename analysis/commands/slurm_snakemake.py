@@ -1,14 +1,18 @@
 """The submitting Snakemake of `./harness sweep --slurm`: Snakemake itself (run as a file:
-`python slurm_snakemake.py [--steady] [--direct] SNAKEMAKE-ARGS`), with five changes to the
+`python slurm_snakemake.py [--steady] [--direct] SNAKEMAKE-ARGS`), with six changes to the
 Slurm executor plugin's side of it (snakemake-executor-plugin-slurm 2.8.0) and Snakemake's:
+
+- the plugin's efficiency report (pandas, a quarter of a second to import) is imported when a
+  run asks for it (--slurm-efficiency-report), not at every start: Snakemake and the workflow
+  import no pandas.
 
 - its Slurm jobs do not import the plugin: it is on this process's path (slurm.executor_env),
   and sbatch passes the environment on (--export=ALL), so every Snakemake of every job (two a
   job: the job's own and the one under srun) found it and imported it, running `which` and
   `scontrol show config` as it did: 0.5 CPU seconds a start, 1 of a tiny sweep's 14. Those
   Snakemakes use the jobstep and the local executor, not this one.
-- `--steady` (the profile's harness-steady-status-checks): the status checks at the profile's
-  interval every time. The plugin checks `slurm-init-seconds-before-status-checks` after a check
+- `--steady=SECONDS` (the profile's harness-steady-status-checks): the status checks at that
+  interval every time (the local profile: a quarter of a second; squeue answers in 10 ms there). The plugin checks `slurm-init-seconds-before-status-checks` after a check
   that saw a Slurm job end, and 10 s later than the last wait after each check that saw none, up
   to 180 s: kind to a large cluster's slurmctld, but a job is noticed up to that grown wait after
   it ended (a two-minute job: up to 50 s; on the local Slurm a sweep is one Slurm job, so that
@@ -29,10 +33,12 @@ Slurm executor plugin's side of it (snakemake-executor-plugin-slurm 2.8.0) and S
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import sys
 import threading
 import time
+import types
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -41,14 +47,29 @@ STEADY = "--steady"
 DIRECT = "--direct"
 
 
-def steady(check: Check) -> Check:
-    """The plugin's `check_active_jobs`, then the next check after the profile's interval, not a grown one."""
+def steady(check: Check, seconds: float) -> Check:
+    """The plugin's `check_active_jobs`, then the next check after `seconds`, not a grown wait."""
     async def steady_check(self: Any, active_jobs: list[Any]) -> AsyncGenerator[Any, None]:
         async for job in check(self, active_jobs):
             yield job
-        self.next_seconds_between_status_checks = self.workflow.executor_settings.init_seconds_before_status_checks
+        self.next_seconds_between_status_checks = seconds
 
     return steady_check
+
+
+REPORT = "snakemake_executor_plugin_slurm.efficiency_report"
+
+
+def efficiency_report_on_use() -> types.ModuleType:
+    """Stands for the plugin's efficiency_report module until its one function is called (the
+    plugin imports that name at its own import)."""
+    def create_efficiency_report(*args: Any, **kwargs: Any) -> Any:
+        del sys.modules[REPORT]
+        return importlib.import_module(REPORT).create_efficiency_report(*args, **kwargs)
+
+    stand_in = types.ModuleType(REPORT)
+    stand_in.create_efficiency_report = create_efficiency_report  # type: ignore[attr-defined]
+    return stand_in
 
 
 # How often a status wait looks whether the run is over.
@@ -87,6 +108,7 @@ def without_plugin_path(pythonpath: str, plugin_dir: str) -> str:
 
 def main() -> None:
     # Only here: the plugin is on the path of the Slurm path's Snakemake alone (slurm.executor_env).
+    sys.modules[REPORT] = efficiency_report_on_use()
     import snakemake_executor_plugin_slurm as plugin
     from snakemake.cli import main as snakemake_main
 
@@ -102,9 +124,10 @@ def main() -> None:
     plugin.Executor.sleep = sleep_until_due_or_done
     JobScheduler._schedule_reevalutation = daemon_reevaluation
     args = sys.argv[1:]
-    while args[:1] in ([STEADY], [DIRECT]):
-        if args[0] == STEADY:
-            plugin.Executor.check_active_jobs = steady(plugin.Executor.check_active_jobs)
+    while args and (args[0].startswith(STEADY + "=") or args[0] == DIRECT):
+        if args[0] != DIRECT:
+            seconds = float(args[0].split("=", 1)[1])
+            plugin.Executor.check_active_jobs = steady(plugin.Executor.check_active_jobs, seconds)
         else:
             plugin.Executor.additional_general_args = direct_job_step
         args = args[1:]
