@@ -77,7 +77,7 @@ def test_only_the_sessions_own_staging_directories_count(monkeypatch) -> None:
     monkeypatch.setenv(backends.STAGE_TAG_ENV, tag)
     with backends.staged(Path(sys.executable)) as exe:
         assert hygiene.own_stages(tag) == [exe.parent]
-        assert (exe.parent / backends.OWNER_FILE).read_text() == f"{os.getpid()}\n{tag}\n"
+        assert (exe.parent / backends.OWNER_FILE).read_text() == f"{os.getpid()} {backends.started(os.getpid())}\n{tag}\n"
     assert hygiene.own_stages(tag) == []
     other = Path(tempfile.mkdtemp(prefix=backends.STAGE_PREFIX, dir=backends.STAGE_ROOT))
     try:

@@ -428,10 +428,15 @@ def test_time_limit_default_grows_with_size_and_is_overridden_per_kernel(tmp_pat
 
 
 def test_stale_staging_directories_are_removed_and_live_ones_kept() -> None:
+    """`reused`: its owner's pid is a live process's that started later (pid_max is 32,768 here and
+    a test suite wraps it within minutes); before, it was kept, so a killed sweep's staging
+    directory outlived the sweep that resumed it (one CI run in five of session 22)."""
     dead = subprocess.Popen(["true"])
     dead.wait()
+    me = f"{os.getpid()} {backends.started(os.getpid())}"
     made = {}
-    for name, owner in (("dead", str(dead.pid)), ("live", str(os.getpid())), ("unowned", None)):
+    for name, owner in (("dead", str(dead.pid)), ("live", me), ("live-pid-only", str(os.getpid())),
+                        ("reused", f"{os.getpid()} {backends.started(os.getpid()) - 1}"), ("unowned", None)):
         d = Path(STAGE_ROOT) / f"{STAGE_PREFIX}test-{name}-{os.getpid()}"
         d.mkdir()
         if owner:
@@ -440,7 +445,8 @@ def test_stale_staging_directories_are_removed_and_live_ones_kept() -> None:
     try:
         removed = backends.clean_stale_stages()
         assert made["dead"] in removed and not made["dead"].exists()
-        assert made["live"].exists() and made["unowned"].exists()
+        assert made["reused"] in removed and not made["reused"].exists()
+        assert made["live"].exists() and made["live-pid-only"].exists() and made["unowned"].exists()
     finally:
         for d in made.values():
             shutil.rmtree(d, ignore_errors=True)

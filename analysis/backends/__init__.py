@@ -174,7 +174,9 @@ STAGE_PREFIX = "sve-count-"
 STAGED_NAME = "k"
 
 
-# The process that made a staging directory, so that one left by a killed job (SIGKILL runs no
+# The process that made a staging directory (its pid and start time: a test suite's processes
+# wrap pid_max's 32,768 within minutes, and a killed job's pid was taken by a live process, so
+# its directory outlived the next sweep), so that one left by a killed job (SIGKILL runs no
 # clean-up) is recognised and removed by the next job.
 OWNER_FILE = "owner.pid"
 # When set (the test suite sets it for its session), its value is the owner file's second line:
@@ -190,20 +192,31 @@ def staged(binary: Path) -> Iterator[Path]:
     `exit_on_signals`)."""
     with tempfile.TemporaryDirectory(prefix=STAGE_PREFIX, dir=STAGE_ROOT) as tmp:
         tag = os.environ.get(STAGE_TAG_ENV)
-        (Path(tmp) / OWNER_FILE).write_text(f"{os.getpid()}\n" + (f"{tag}\n" if tag else ""))
+        (Path(tmp) / OWNER_FILE).write_text(f"{os.getpid()} {started(os.getpid())}\n" + (f"{tag}\n" if tag else ""))
         exe = Path(tmp) / STAGED_NAME
         shutil.copy2(binary, exe)
         yield exe
 
 
-def _alive(pid: int) -> bool:
+def started(pid: int) -> int | None:
+    """When the process started (clock ticks after boot: /proc/PID/stat's 22nd field), if it runs."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[19])  # the fields after the command's name start at the 3rd
+
+
+def _alive(pid: int, start: int | None) -> bool:
+    """The process runs, and is the one that started at `start` (if given: an owner file of
+    before the start time was written names the pid alone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return start is None or started(pid) in (start, None)
 
 
 def clean_stale_stages(root: str = STAGE_ROOT) -> list[Path]:
@@ -214,10 +227,10 @@ def clean_stale_stages(root: str = STAGE_ROOT) -> list[Path]:
         try:
             if d.stat().st_uid != os.getuid():
                 continue
-            pid = int((d / OWNER_FILE).read_text().split()[0])  # then the tag, if any
+            owner = [int(w) for w in (d / OWNER_FILE).read_text().splitlines()[0].split()]  # then the tag, if any
         except (OSError, ValueError, IndexError):
             continue
-        if not _alive(pid):
+        if not _alive(owner[0], owner[1] if len(owner) > 1 else None):
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed
