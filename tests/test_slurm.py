@@ -267,6 +267,7 @@ def test_local_slurm_is_this_host_and_starts_once(local_slurm: dict[str, str]) -
     assert int(cpus) == os.cpu_count()
 
 
+@pytest.mark.slow
 @pytest.mark.needs_slurm
 def test_a_running_slurm_takes_the_scripts_changed_config_at_start(local_slurm: dict[str, str]) -> None:
     """A Slurm started by an earlier setup/slurm.sh kept that one's slurm.conf: start returned as
