@@ -42,7 +42,7 @@ def main_stats(ns: argparse.Namespace) -> int:
             raise config.ConfigError(f"{ns.sweep}: no perf section")
         for fig in sweep.perf.figures:
             plot_by_size(df, sweep.table, fig, sweep.results_dir / "figures" / f"{fig.name}.png", cpu, guest)
-        ns.summary.write_text(stats_summary(df, metas, ns.message, perf_claims(df, sweep.perf, sweep.table, guest)))
+        ns.summary.write_text(stats_summary(df, metas, ns.message, perf_claims(df, sweep.perf, sweep.table, guest, metas)))
     except (config.ConfigError, OSError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -11,7 +11,6 @@ from typing import Any, Sequence
 import pandas as pd
 
 from analysis.backends import perf_table  # perf.csv: its statuses
-from analysis.backends.registry import REGISTRY
 from analysis.core import config
 from analysis.stages.checks import Claim
 from analysis.stages.plotplan import discussed_cells
@@ -21,21 +20,13 @@ from analysis.stages.series import select
 CHECK_METRIC = config.schema_default(config.SWEEP_SCHEMA, "properties", "checks", "items", "properties", "metric")
 
 
-def evidence(check: config.Check) -> str:
-    """The data a check's verdict rests on: the backend of its own line and of each condition
-    (the sweep file's `backend`, else its first counting backend), as each backend names its
-    data (Backend.EVIDENCE)."""
-    backends = dict.fromkeys([check.backend, *(c.check.backend for c in check.conditions)])
-    return ", ".join(REGISTRY[b].EVIDENCE for b in backends)
-
-
 def verdict_table(claims: list[Claim]) -> list[str]:
-    """The summary's opening table (and the README's): claim, paper, ours, verdict, and the
-    backend whose data the verdict rests on."""
+    """The summary's opening table (and the README's): claim, paper, ours, verdict, and whose data
+    the verdict rests on (Claim.evidence: from the provenance of the rows it read)."""
     out = ["| claim | paper | ours | verdict | evidence |", "|---|---|---|---|---|"]
     for r in claims:
         cell = r.verdict.text() if r.verdict is not None else r.result
-        out.append(f"| Fig. {r.check.figure}: {r.check.claim} | {r.paper} | {r.ours} | {cell} | {evidence(r.check)} |")
+        out.append(f"| Fig. {r.check.figure}: {r.check.claim} | {r.paper} | {r.ours} | {cell} | {r.evidence} |")
     if not claims:
         out.append("| (no checks configured) | | | | |")
     return out
@@ -141,7 +132,8 @@ def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[
         bad = {e: s for e, s in probe.items() if s != perf_table.OK}
         lines_.append("- events: " + ", ".join(f"{e} ({s})" if e in bad else e for e, s in probe.items()))
     if checks:
-        lines_ += ["", "## The paper's claims (A64FX)", "", "| Fig. | claim | VL | ours | paper | verdict |", "|---|---|---:|---|---:|---|", *checks]
+        lines_ += ["", "## The paper's claims", "", "| Fig. | claim | VL | ours | paper | verdict | evidence |",
+                   "|---|---|---:|---|---:|---|---|", *checks]
     lines_ += ["", "## Every cell", "", "Statistics are over processes; each process contributes its value per call.", "",
                "| kernel | variant | op/dtype | build | VL | size | metric | mean | std | min | max | unit |",
                "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---|"]
