@@ -124,7 +124,7 @@ def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[
         # Runs in the emulated AArch64 guest name the guest's counting tool, their compiler and the guest.
         guest = meta.get("guest")
         tools = (f"{guest['counter']} in the guest ({guest['kernel']}; {guest['emulator']}); {guest['compiler']}" if guest
-                 else f"{meta['versions'][meta['backend']]}; {meta['versions']['compiler.native']}")
+                 else f"{meta['versions'][meta['backend']]}; {_compiler(meta['versions'])}")
         lines_.append(f"- build {meta['build']}: {meta['cpu']}; {tools}; {meta['processes']} processes x {meta['calls']} "
                       f"calls (+{meta['warmup']} warm-up)" + ("" if guest else f", pinned to CPU {meta['core']}"))
     if metas:
@@ -144,3 +144,9 @@ def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[
         lines_.append(f"| {r['kernel']} | {r['variant']} | {opd} | {r['build']} | {r['vl']} | {r['size']} | "
                       f"{r['metric']} | " + " | ".join(stats) + f" | {r['unit']} |")
     return "\n".join(lines_) + "\n"
+
+
+def _compiler(versions: dict[str, str]) -> str:
+    """The version line of the compiler that built a job's binary (its plan records one:
+    toolchain.stamp_name)."""
+    return next((v for k, v in versions.items() if k.startswith("compiler.")), "?")
