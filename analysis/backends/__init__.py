@@ -113,7 +113,8 @@ class Backend(Protocol):
     EXCLUSIVE: bool  # a job takes every core (timing measurements)
     GROUPED: bool  # through Slurm its cells share grouped Slurm jobs (short cells); else one Slurm job per cell
     TABLE: str  # the table its rows go to: counts.csv, or perf.csv (statistics over processes: such a
-    #             backend also has stats_rows(meta, record), its rows of that table)
+    #             backend also has stats_rows(meta, record), its rows of that table, and
+    #             stats_report(stats, metas, counts, sweep), its lines of results/perf_summary.md)
     SHARES_PREPARATIONS: bool  # its jobs get settings["prep_cache"] (analysis.stages.build.prep_cache_dir)
 
     def preflight(self, sweep: Sweep) -> Ready | None:

@@ -27,6 +27,7 @@ from analysis.backends import (GUEST_META, Bench, Plan, Ready, RecordError, RunE
 from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.X names them as before
     BANDWIDTH, NOT_COUNTED, OK, SEP, TIME, UNKNOWN, UNSUPPORTED, describe, parse_csv, parse_times, stats_rows,
     traffic_bytes)
+from analysis.backends.perf_guest_check import stats_report  # perf_summary.md: its counts in the guest vs QEMU's
 from analysis.core import config
 from analysis.core.config import Job, KernelRow, Run, Sweep
 

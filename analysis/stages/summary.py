@@ -116,8 +116,10 @@ def write_summary(claims: list[Claim], counts: pd.DataFrame, path: Path, sweep: 
     path.write_text("\n".join(lines) + "\n")
 
 
-def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[str], checks: list[str] | None = None) -> str:
-    """results/perf_summary.md. `metas`: the perf raw files' records of what each job ran with."""
+def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[str], checks: list[str] | None = None,
+                  reports: Sequence[str] = ()) -> str:
+    """results/perf_summary.md. `metas`: the perf raw files' records of what each job ran with;
+    `reports`: the backends' own lines (stats_report), after the claims."""
     lines_ = ["# perf measurements (native runs)", ""]
     lines_ += [f"- {m}" for m in messages]
     for meta in {(m["build"], m["cpu"]): m for m in metas}.values():
@@ -134,6 +136,7 @@ def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[
     if checks:
         lines_ += ["", "## The paper's claims", "", "| Fig. | claim | VL | ours | paper | verdict | evidence |",
                    "|---|---|---:|---|---:|---|---|", *checks]
+    lines_ += reports
     lines_ += ["", "## Every cell", "", "Statistics are over processes; each process contributes its value per call.", "",
                "| kernel | variant | op/dtype | build | VL | size | metric | mean | std | min | max | unit |",
                "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---|"]
