@@ -50,12 +50,12 @@ EVIDENCE = "ArmIE"  # what a verdict resting on its rows names: ArmIE itself, on
 # emulated AArch64 guest (armie_guest), whose raw files record the guest (GUEST_META).
 GUEST_EVIDENCE = "DynamoRIO in the guest"
 
+INSCOUNT_CLIENT = "libinscount_emulated.so"
+OPCODES_CLIENT = "libopcodes_emulated.so"
+
 
 def evidence(meta: dict[str, Any]) -> str:
     return GUEST_EVIDENCE if meta.get(GUEST_META) else EVIDENCE
-
-INSCOUNT_CLIENT = "libinscount_emulated.so"
-OPCODES_CLIENT = "libopcodes_emulated.so"
 
 
 # --- the backend protocol (analysis.backends.Backend) ---------------------------------------

@@ -44,6 +44,9 @@ EVIDENCE = "perf on A64FX"  # its claims compare SVE runs, native on an A64FX (p
 GUEST_EVIDENCE = "perf in the guest"  # its SVE runs in the emulated AArch64 guest (perf_guest)
 # host_cpu() of an A64FX: Fujitsu's implementer code 'F' and its part number.
 A64FX_CPU = "aarch64 implementer 0x46 part 0x001"
+report = no_report  # results/perf_summary.md is its report (analysis.stages.summary.stats_summary)
+
+HOST_FIX = "sysctl kernel.perf_event_paranoid=2 (or run as root)"
 
 
 def evidence(meta: dict[str, Any]) -> str:
@@ -52,9 +55,6 @@ def evidence(meta: dict[str, Any]) -> str:
     if meta.get(GUEST_META):
         return GUEST_EVIDENCE
     return f"perf on {'A64FX' if meta['cpu'] == A64FX_CPU else meta['cpu']}"
-report = no_report  # results/perf_summary.md is its report (analysis.stages.summary.stats_summary)
-
-HOST_FIX = "sysctl kernel.perf_event_paranoid=2 (or run as root)"
 
 
 @dataclass
