@@ -143,7 +143,7 @@ rule harness_object:
     input:
         src="kernels/harness/harness.c",
         hdr=HARNESS_HEADERS,
-        cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        cc=lambda wc: stamp(T.stamp_name(wc.compiler, wc.build)),
         cmd=_command("harness_object", _this_build(_harness_cmd)),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/obj/harness.o",
@@ -162,7 +162,7 @@ rule driver_object:
         src=lambda wc: str(TABLE.families[wc.family].driver or f"(family {wc.family} has no driver)"),
         hdr=lambda wc: _headers(TABLE.families[wc.family].driver),
         gen=f"{BUILD}/gen/reduce_matrix.h",
-        cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        cc=lambda wc: stamp(T.stamp_name(wc.compiler, wc.build)),
         cmd=_command("driver_object", _this_build(_driver_cmd)),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/obj/driver_{{family}}.o",
@@ -182,7 +182,7 @@ rule extra_object:
         src=lambda wc: str(B.extra_source(TABLE, wc.stem)),
         hdr=lambda wc: _headers(B.extra_source(TABLE, wc.stem)),
         gen=f"{BUILD}/gen/reduce_matrix.h",
-        cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        cc=lambda wc: stamp(T.stamp_name(wc.compiler, wc.build)),
         cmd=_command("extra_object", lambda wc: _cmd(B.extra_compile_cmd(SWEEP.build_dir, TABLE, wc.compiler, wc.build, wc.stem))),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/obj/extra/{{stem}}.o",
@@ -203,7 +203,7 @@ rule kernel_object:
         src=lambda wc: str(TABLE.row(wc.kernel, wc.variant).source),
         hdr=lambda wc: _headers(TABLE.row(wc.kernel, wc.variant).source),
         gen=f"{BUILD}/gen/reduce_matrix.h",
-        cc=lambda wc: stamp(f"compiler.{wc.compiler}"),
+        cc=lambda wc: stamp(T.stamp_name(wc.compiler, wc.build)),
         cmd=_command("kernel_object", _this_build(_kernel_cmd)),
     output:
         f"{BUILD}/{{compiler}}/{{build}}/obj/{{kernel}}-{{variant}}.o",
@@ -244,7 +244,7 @@ rule roi_perf_object:
     input:
         src="kernels/roi/roi_perf.c",
         hdr=HARNESS_HEADERS,
-        cc=stamp("compiler.native"),
+        cc=lambda wc: stamp(T.stamp_name("native", wc.build)),
         cmd=_command("roi_perf_object", lambda wc: _cmd(B.roi_compile_cmd(SWEEP.build_dir, "native", "perf", wc.build))),
     output:
         f"{BUILD}/native/{{build}}/obj/roi_perf.o",

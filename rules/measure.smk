@@ -7,6 +7,9 @@ PERF_JOBS = [j for j in PLANNED if R.REGISTRY[j.binary.backend].TABLE == "perf.c
 PERF_MESSAGES = [n for name, notes in NOTES.items() if R.REGISTRY[name].TABLE == "perf.csv" for n in notes]
 PERF_FIGURES = [f"{RESULTS}/figures/{f.name}.png" for f in (SWEEP.perf.figures if SWEEP.perf else [])]
 PERF_OUTPUTS = [f"{RESULTS}/perf.csv", f"{RESULTS}/perf_summary.md", *PERF_FIGURES] if PERF_JOBS else []
+# Where a backend's jobs run in the emulated AArch64 guest and the sweep counts, its summary
+# compares the guest's counts with the counting backend's (Backend.stats_report).
+PERF_COUNTS = [f"{RESULTS}/counts.csv"] if JOBS and any(r.found.get("guest") for r in READY.values()) else []
 
 
 rule perf_table:
@@ -26,6 +29,7 @@ rule perf_plot:
     input:
         table=f"{RESULTS}/perf.csv",
         raw=[job_output(j) for j in PERF_JOBS],
+        counts=PERF_COUNTS,
     output:
         figures=PERF_FIGURES,
         summary=f"{RESULTS}/perf_summary.md",
@@ -33,4 +37,5 @@ rule perf_plot:
         f"{RESULTS}/logs/perf_plot.log",
     shell:
         logged("{PY} -m analysis.stages.plot " + literal(SWEEP_ARGS) + " --stats {input.table:q} --summary {output.summary:q} "
+               + literal("".join(f"--counts {shlex.quote(c)} " for c in PERF_COUNTS))
                + literal(" ".join(f"--message {shlex.quote(m)}" for m in PERF_MESSAGES)) + " {input.raw:q}")

@@ -24,7 +24,7 @@ from conftest import REPO
 
 PY = sys.executable
 PROTOCOL = ("NAME", "STAGE", "MARKER", "EXCLUSIVE", "GROUPED", "TABLE", "preflight", "jobs", "time_factor", "settings", "inputs",
-            "run_job", "metrics")
+            "run_job", "metrics", "EVIDENCE", "evidence")
 BACKEND_NAMES = re.compile(r"""["'](%s)["']""" % "|".join(registry.REGISTRY))
 
 

@@ -2,6 +2,8 @@
 same build tree rebuilds nothing the other built, and a kernel without markers is refused."""
 from __future__ import annotations
 
+import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from analysis.stages import build
-from conftest import REPO, snakemake
+from conftest import REPO, SNAKEMAKE, snakemake
 
 TEMPLATE = REPO / "kernels" / "template"
 
@@ -166,3 +168,33 @@ def test_the_mpi_session_object_is_reported_without_the_familys_flags() -> None:
     for r in rows:
         session = [c for c in build.binary_commands(sweep, "gcc", "vla", "qemu", r.kernel, r.variant) if "session.c" in c]
         assert len(session) == 1 and "-Dreduce_kernels" not in session[0], (r.name, session)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine() == "aarch64", reason="the native SVE build uses the host's gcc on AArch64")
+def test_an_upgraded_cross_gcc_rebuilds_the_native_sve_objects(tmp_path: Path) -> None:
+    """On x86-64 the native SVE build (the perf binaries the emulated guest runs) is compiled by
+    the cross gcc (toolchain.compiler_for), but its objects listed the host gcc's stamp: a new
+    cross gcc left them as they were. An `aarch64-linux-gnu-gcc` that reports another version
+    (first on PATH, compiling as the real one) must make them out of date, and the host build's
+    objects stay up to date."""
+    root = own_tree(tmp_path / "own")
+    # The ACLE kernel has no host build: the harness's object stands for the host build's.
+    objs = [root / "build" / "native" / "vla" / "obj" / "scale-acle.o", root / "build" / "native" / "host" / "obj" / "harness.o"]
+    proc = make(root, objs)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real = shutil.which("aarch64-linux-gnu-gcc")
+    (fake / "aarch64-linux-gnu-gcc").write_text(
+        f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "aarch64-linux-gnu-gcc (upgraded) 12.9.9"; exit 0; }}\nexec {real} "$@"\n')
+    (fake / "aarch64-linux-gnu-gcc").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    dry = subprocess.run([*SNAKEMAKE, *map(str, objs), "-n", "--snakefile", str(REPO / "Snakefile"), "--directory",
+                          str(REPO), "--cores", "1", "--config", f"sweep={root / 'sweep.yaml'}",
+                          f"build_dir={root / 'build'}", f"results_dir={root / 'results'}"],
+                         capture_output=True, text=True, env=env)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    out = dry.stdout + dry.stderr
+    assert f"output: {objs[0]}\n" in out and out.count("\nrule ") == 1, out[-3000:]
+    assert (root / "build" / "stamps" / "compiler.native.vla.txt").read_text() == "aarch64-linux-gnu-gcc (upgraded) 12.9.9\n"

@@ -113,7 +113,8 @@ class Backend(Protocol):
     EXCLUSIVE: bool  # a job takes every core (timing measurements)
     GROUPED: bool  # through Slurm its cells share grouped Slurm jobs (short cells); else one Slurm job per cell
     TABLE: str  # the table its rows go to: counts.csv, or perf.csv (statistics over processes: such a
-    #             backend also has stats_rows(meta, record), its rows of that table)
+    #             backend also has stats_rows(meta, record), its rows of that table, and
+    #             stats_report(stats, metas, counts, sweep), its lines of results/perf_summary.md)
     SHARES_PREPARATIONS: bool  # its jobs get settings["prep_cache"] (analysis.stages.build.prep_cache_dir)
 
     def preflight(self, sweep: Sweep) -> Ready | None:
@@ -152,7 +153,14 @@ class Backend(Protocol):
     #                      sweep asks for them
 
     EVIDENCE: str  # the data a verdict resting on its rows names, in the summary's verdict table
-    #                ("QEMU plugins", "gem5")
+    #                ("QEMU plugins", "gem5"), where the backend runs as designed: a check whose rows
+    #                were not run names it
+
+    def evidence(self, meta: dict[str, Any]) -> str:
+        """The data one raw file's rows are, from what its job recorded of where it ran (its meta):
+        provenance.csv's evidence column and the verdict tables' (perf in the guest or perf on
+        A64FX; ArmIE, or DynamoRIO in the guest). `fixed_evidence(EVIDENCE)` for a backend that
+        runs in one place."""
 
     def report(self, counts: DataFrame) -> list[str]:
         """Lines of results/summary.md about its rows of the counts table (gem5: its agreement
@@ -366,6 +374,16 @@ def log_record(binary: Path, plan: Plan, i: int, rec: dict[str, Any], log: TextI
     what = (f" roi={rec['inscount']['roi']['total']}" if "inscount" in rec
             else f" cycles={rec['gem5']['cycles']:.0f} insts={rec['gem5']['insts']:.0f}" if "gem5" in rec else "")
     print(f"[{i}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, run)}{what} {rec['seconds']}s", file=log, flush=True)
+
+
+# The key of a raw file's meta under which a job run in the emulated AArch64 guest
+# (analysis.core.arm64_vm) records the guest: its kernel, QEMU and command line.
+GUEST_META = "guest"
+
+
+def fixed_evidence(name: str) -> Callable[[dict[str, Any]], str]:
+    """Backend.evidence of a backend that runs in one place: every raw file of it is `name`."""
+    return lambda meta: name
 
 
 def no_report(counts: DataFrame) -> list[str]:

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-from analysis.backends import (Bench, Plan, Ready, RunError, cell_name, count_job, no_report, parse_ok_line,
-                               run_limited, staged)
+from analysis.backends import (GUEST_META, Bench, Plan, Ready, RunError, cell_name, count_job, no_report,
+                               parse_ok_line, run_limited, staged)
 from analysis.backends import armie_guest
 from analysis.backends.armie_format import parse_inscount, parse_opcodes, split_runs  # ArmIE's outputs (and the stand-in's)
 from analysis.backends.clients import check_client_record, client_metrics
@@ -45,10 +45,17 @@ TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
 NOT_RUN = None  # it runs wherever the sweep lists it (preflight fails where it cannot)
 HIDE_ENV: dict[str, str] = {}
 SHARES_PREPARATIONS = False
-EVIDENCE = "ArmIE"  # what a verdict resting on its rows names (its stand-in's runs are bench's, not rows)
+EVIDENCE = "ArmIE"  # what a verdict resting on its rows names: ArmIE itself, on an AArch64 host
+# Its rows where they were counted by its stand-in, DynamoRIO with the harness's ROI client in the
+# emulated AArch64 guest (armie_guest), whose raw files record the guest (GUEST_META).
+GUEST_EVIDENCE = "DynamoRIO in the guest"
 
 INSCOUNT_CLIENT = "libinscount_emulated.so"
 OPCODES_CLIENT = "libopcodes_emulated.so"
+
+
+def evidence(meta: dict[str, Any]) -> str:
+    return GUEST_EVIDENCE if meta.get(GUEST_META) else EVIDENCE
 
 
 # --- the backend protocol (analysis.backends.Backend) ---------------------------------------

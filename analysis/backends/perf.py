@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, check_vl_seen, no_report,
-                               parse_ok_line, perf_guest, staged)
+from analysis.backends import (GUEST_META, Bench, Plan, Ready, RecordError, RunError, cell_name, check_vl_seen,
+                               no_report, parse_ok_line, perf_guest, staged)
 from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.X names them as before
     BANDWIDTH, NOT_COUNTED, OK, SEP, TIME, UNKNOWN, UNSUPPORTED, describe, parse_csv, parse_times, stats_rows,
     traffic_bytes)
+from analysis.backends.perf_guest_check import stats_report  # perf_summary.md: its counts in the guest vs QEMU's
 from analysis.core import config
 from analysis.core.config import Job, KernelRow, Run, Sweep
 
@@ -40,9 +41,20 @@ SHARES_PREPARATIONS = False
 NOT_RUN = None  # its rows go to perf.csv, whose figures and checks are its section's own (analysis.stages.plot --stats)
 HIDE_ENV: dict[str, str] = {}  # bench times its measurements apart (target perf_all)
 EVIDENCE = "perf on A64FX"  # its claims compare SVE runs, native on an A64FX (perf_summary.md)
+GUEST_EVIDENCE = "perf in the guest"  # its SVE runs in the emulated AArch64 guest (perf_guest)
+# host_cpu() of an A64FX: Fujitsu's implementer code 'F' and its part number.
+A64FX_CPU = "aarch64 implementer 0x46 part 0x001"
 report = no_report  # results/perf_summary.md is its report (analysis.stages.summary.stats_summary)
 
 HOST_FIX = "sysctl kernel.perf_event_paranoid=2 (or run as root)"
+
+
+def evidence(meta: dict[str, Any]) -> str:
+    """Where a raw file's processes ran: in the guest (its meta records the guest), else on the
+    CPU it names (A64FX by name; a host baseline on its host's model)."""
+    if meta.get(GUEST_META):
+        return GUEST_EVIDENCE
+    return f"perf on {'A64FX' if meta['cpu'] == A64FX_CPU else meta['cpu']}"
 
 
 @dataclass

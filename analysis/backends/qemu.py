@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO
 
 from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, Plan, Ready, RunError, cell_name,
-                               log_record, no_bench, no_report, parse_ok_line,
+                               fixed_evidence, log_record, no_bench, no_report, parse_ok_line,
                                run_cells, staged)
 from analysis.backends.clients import check_client_record, client_metrics
 from analysis.core.run import Run
@@ -39,6 +39,7 @@ TABLE = "counts.csv"  # where its rows go (analysis.stages.collect)
 NOT_RUN = None  # it runs wherever the sweep lists it (preflight fails where it cannot)
 HIDE_ENV: dict[str, str] = {}
 EVIDENCE = "QEMU plugins"  # the summary names its rows' verdicts so
+evidence = fixed_evidence(EVIDENCE)  # it runs in one place
 SHARES_PREPARATIONS = True  # its plans name a folder of shared preparations (run_batch's prep_cache)
 
 QEMU = "qemu-aarch64"

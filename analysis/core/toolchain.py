@@ -61,6 +61,15 @@ def compiler_for(compiler: str, build: str) -> Compiler:
         return GUEST_NATIVE
     return COMPILERS[compiler]
 
+
+def stamp_name(compiler: str, build: str) -> str:
+    """The stamp (and plan version key) of the compiler that builds `build` for `compiler`
+    (compiler_for): every object it compiles lists it, so an upgrade of that compiler rebuilds
+    them. The native SVE build on an x86-64 host has a stamp of its own, the cross gcc's version:
+    under the host gcc's stamp an upgraded cross gcc rebuilt none of its binaries."""
+    other = compiler in COMPILERS and compiler_for(compiler, build) != COMPILERS[compiler]
+    return f"compiler.{compiler}.{build}" if other else f"compiler.{compiler}"
+
 # Native builds: "vla" = SVE, VL set at run time by prctl (an AArch64 host with SVE);
 # "host" = the host's plain ISA (x86-64, or AArch64 without SVE) for the baselines.
 # Both repeat the measured call (HARNESS_REPEAT, see harness.h).
@@ -126,6 +135,7 @@ def preflight(compilers: list[str]) -> dict[str, str]:
             fix = "./harness setup --with-clang" if c == "clang" else "./harness setup"
             raise ToolchainError(f"cross compiler {comp.cc[0]} not found: run {fix}")
         versions[f"compiler.{c}"] = comp.version()
+        versions.update(build_versions(c))
     if set(compilers) & set(CROSS_COMPILERS) and shutil.which(OBJDUMP) is None:
         raise ToolchainError(f"{OBJDUMP} not found: run ./harness setup (binutils-aarch64-linux-gnu)")
     versions["host"] = host()
@@ -133,7 +143,21 @@ def preflight(compilers: list[str]) -> dict[str, str]:
 
 
 def installed_compiler_versions() -> dict[str, str]:
-    return {f"compiler.{name}": c.version() for name, c in COMPILERS.items() if shutil.which(c.cc[0])}
+    """A stamp per installed compiler, and per build a compiler builds with another command
+    (stamp_name)."""
+    out = {f"compiler.{name}": c.version() for name, c in COMPILERS.items() if shutil.which(c.cc[0])}
+    for name in COMPILERS:
+        out.update(build_versions(name))
+    return out
+
+
+def build_versions(compiler: str) -> dict[str, str]:
+    """The stamps of the builds `compiler` makes with another command (stamp_name), where it is
+    installed."""
+    builds = NATIVE_CFLAGS if compiler == "native" else ()
+    others = {stamp_name(compiler, b): compiler_for(compiler, b) for b in builds}
+    others.pop(f"compiler.{compiler}", None)
+    return {k: c.version() for k, c in others.items() if shutil.which(c.cc[0])}
 
 
 def write_stamp(path: Path, text: str) -> None:

@@ -4,8 +4,9 @@ the summary gives as the reason; and the perf table's timing claims.
 """
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -63,6 +64,25 @@ class Claim:
     verdict: verdict.Verdict | None = None
     lines: list[verdict.Line] = field(default_factory=list)
     loops: list[str] = field(default_factory=list)
+    evidence: str = ""  # whose data the verdict rests on (`evidence`)
+
+
+def evidence(check: config.Check, prov: pd.DataFrame) -> str:
+    """Whose data a check's verdict rests on: as the provenance of the runs its own line and each
+    condition read records it (provenance.csv's evidence column: DynamoRIO in the guest, not the
+    ArmIE the sweep file names, where the armie rows were counted there); a line without runs
+    names its backend's data as designed (Backend.EVIDENCE: the data it would rest on)."""
+    names: list[str] = []
+    for line in (check, *(c.check for c in check.conditions)):
+        found: list[str] = []
+        if "evidence" in prov:  # a provenance table of an older harness has no such column
+            d = rows(prov, backend=line.backend, cpu_model=line.cpu_model, compiler=line.compiler)
+            read = pd.Series(False, index=d.index)
+            for sel in line.selectors().values():
+                read |= (d["kernel"] == sel.kernel) & ((d["variant"] == sel.variant) if sel.variant is not None else True)
+            found = sorted(set(d[read]["evidence"]))
+        names += found or [REGISTRY[line.backend].EVIDENCE]
+    return ", ".join(dict.fromkeys(names))
 
 
 def loop_facts(check: config.Check, counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep) -> str:
@@ -108,25 +128,37 @@ def claim(check: config.Check, counts: pd.DataFrame, prov: pd.DataFrame, sweep: 
         if r is not None:
             loops.append(f"{cond.line}: {loop_facts(cond.check, counts, prov, sweep)}")
     row.verdict = verdict.decide(own, lines[1:], check.cause, not_run)
+    row.evidence = evidence(check, prov)
     row.lines = lines
     row.loops = [x for x in loops if not x.endswith(": ")]
     return row
 
 
+def stats_evidence(metas: Sequence[dict[str, Any]], *sels: config.Selector) -> str:
+    """Whose data a claim on the perf table rests on: as the raw files of its SVE runs record it
+    (Backend.evidence: perf in the guest, perf on A64FX), "-" where none ran."""
+    names = {REGISTRY[m["backend"]].evidence(m) for m in metas if m["build"] == "vla" and any(
+        m["kernel"] == s.kernel and s.variant in (None, m["variant"]) for s in sels)}
+    return ", ".join(sorted(names)) or "-"
+
+
 def perf_claims(df: pd.DataFrame, section: config.PerfSection, table: config.KernelTable,
-                guest: str | None = None) -> list[str]:
-    """One Markdown row per (timing claim, VL): our ratio beside the paper's, or why there is none.
-    `guest`: the SVE runs were made in the emulated guest (its label): no timing claim is checked."""
+                guest: str | None = None, metas: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """One Markdown row per (timing claim, VL): our ratio beside the paper's, or why there is none,
+    and whose data it rests on (`metas`: the raw files' meta). `guest`: the SVE runs were made in
+    the emulated guest (its label): no timing claim is checked."""
     out = []
     sve_vls = sorted(v for v in df["vl"].unique() if v > 0)
     for chk in section.checks:
+        ev = stats_evidence(metas, chk.numerator, chk.denominator)
         if guest and chk.metric in (perf_table.TIME, perf_table.BANDWIDTH):
-            out.append(f"| {chk.figure} | {chk.claim} | - | not measured: {guest} | {chk.target} | - |")
+            out.append(f"| {chk.figure} | {chk.claim} | - | not measured: {guest} | {chk.target} | - | {ev} |")
             continue
         size = chk.size if chk.size is not None else max(section.sizes[table.selector_family(chk.numerator).name])
         vls = chk.vector_lengths if chk.vector_lengths is not None else sve_vls
         if not sve_vls:
-            out.append(f"| {chk.figure} | {chk.claim} | - | not measured: no SVE runs on this machine | {chk.target} | - |")
+            out.append(f"| {chk.figure} | {chk.claim} | - | not measured: no SVE runs on this machine | {chk.target} | - | "
+                       f"{ev} |")
             continue
         for vl in vls:
             def mean(sel: config.Selector) -> float | None:
@@ -136,9 +168,9 @@ def perf_claims(df: pd.DataFrame, section: config.PerfSection, table: config.Ker
 
             num, den = mean(chk.numerator), mean(chk.denominator)
             if num is None or not den:
-                out.append(f"| {chk.figure} | {chk.claim} | {vl} | no data at size {size} | {chk.target} | - |")
+                out.append(f"| {chk.figure} | {chk.claim} | {vl} | no data at size {size} | {chk.target} | - | {ev} |")
                 continue
             ratio = num / den
             out.append(f"| {chk.figure} | {chk.claim} | {vl} | {ratio:.3g} ({chk.metric}, {size} B) | {chk.target} | "
-                       f"{'pass' if chk.evaluate(ratio) else 'FAIL'} |")
+                       f"{'pass' if chk.evaluate(ratio) else 'FAIL'} | {ev} |")
     return out

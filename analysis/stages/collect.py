@@ -36,6 +36,8 @@ def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "build_commands": " && ".join(meta["build_commands"]),
             "run_command": run.get("command_line") or " ".join(run["command"]), "host": versions.get("host", ""),
             "seconds": run["seconds"],
+            # Whose data the row is, from where its job ran (the verdict tables name it).
+            "evidence": REGISTRY[meta["backend"]].evidence(meta),
         })
     return rows
 

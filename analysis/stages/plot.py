@@ -42,8 +42,13 @@ def main_stats(ns: argparse.Namespace) -> int:
             raise config.ConfigError(f"{ns.sweep}: no perf section")
         for fig in sweep.perf.figures:
             plot_by_size(df, sweep.table, fig, sweep.results_dir / "figures" / f"{fig.name}.png", cpu, guest)
-        ns.summary.write_text(stats_summary(df, metas, ns.message, perf_claims(df, sweep.perf, sweep.table, guest)))
-    except (config.ConfigError, OSError, KeyError) as e:
+        # Each backend's own lines (perf in the guest against the counts: --counts, where the sweep counts).
+        counts = table.read_counts(ns.counts) if ns.counts else None
+        reports = [ln for b in dict.fromkeys(m["backend"] for m in metas)
+                   for ln in REGISTRY[b].stats_report(df, metas, counts, sweep)]
+        ns.summary.write_text(stats_summary(df, metas, ns.message, perf_claims(df, sweep.perf, sweep.table, guest, metas),
+                                            reports))
+    except (config.ConfigError, OSError, KeyError, table.TableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

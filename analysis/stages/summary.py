@@ -11,7 +11,6 @@ from typing import Any, Sequence
 import pandas as pd
 
 from analysis.backends import perf_table  # perf.csv: its statuses
-from analysis.backends.registry import REGISTRY
 from analysis.core import config
 from analysis.stages.checks import Claim
 from analysis.stages.plotplan import discussed_cells
@@ -21,21 +20,13 @@ from analysis.stages.series import select
 CHECK_METRIC = config.schema_default(config.SWEEP_SCHEMA, "properties", "checks", "items", "properties", "metric")
 
 
-def evidence(check: config.Check) -> str:
-    """The data a check's verdict rests on: the backend of its own line and of each condition
-    (the sweep file's `backend`, else its first counting backend), as each backend names its
-    data (Backend.EVIDENCE)."""
-    backends = dict.fromkeys([check.backend, *(c.check.backend for c in check.conditions)])
-    return ", ".join(REGISTRY[b].EVIDENCE for b in backends)
-
-
 def verdict_table(claims: list[Claim]) -> list[str]:
-    """The summary's opening table (and the README's): claim, paper, ours, verdict, and the
-    backend whose data the verdict rests on."""
+    """The summary's opening table (and the README's): claim, paper, ours, verdict, and whose data
+    the verdict rests on (Claim.evidence: from the provenance of the rows it read)."""
     out = ["| claim | paper | ours | verdict | evidence |", "|---|---|---|---|---|"]
     for r in claims:
         cell = r.verdict.text() if r.verdict is not None else r.result
-        out.append(f"| Fig. {r.check.figure}: {r.check.claim} | {r.paper} | {r.ours} | {cell} | {evidence(r.check)} |")
+        out.append(f"| Fig. {r.check.figure}: {r.check.claim} | {r.paper} | {r.ours} | {cell} | {r.evidence} |")
     if not claims:
         out.append("| (no checks configured) | | | | |")
     return out
@@ -125,15 +116,17 @@ def write_summary(claims: list[Claim], counts: pd.DataFrame, path: Path, sweep: 
     path.write_text("\n".join(lines) + "\n")
 
 
-def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[str], checks: list[str] | None = None) -> str:
-    """results/perf_summary.md. `metas`: the perf raw files' records of what each job ran with."""
+def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[str], checks: list[str] | None = None,
+                  reports: Sequence[str] = ()) -> str:
+    """results/perf_summary.md. `metas`: the perf raw files' records of what each job ran with;
+    `reports`: the backends' own lines (stats_report), after the claims."""
     lines_ = ["# perf measurements (native runs)", ""]
     lines_ += [f"- {m}" for m in messages]
     for meta in {(m["build"], m["cpu"]): m for m in metas}.values():
         # Runs in the emulated AArch64 guest name the guest's counting tool, their compiler and the guest.
         guest = meta.get("guest")
         tools = (f"{guest['counter']} in the guest ({guest['kernel']}; {guest['emulator']}); {guest['compiler']}" if guest
-                 else f"{meta['versions'][meta['backend']]}; {meta['versions']['compiler.native']}")
+                 else f"{meta['versions'][meta['backend']]}; {_compiler(meta['versions'])}")
         lines_.append(f"- build {meta['build']}: {meta['cpu']}; {tools}; {meta['processes']} processes x {meta['calls']} "
                       f"calls (+{meta['warmup']} warm-up)" + ("" if guest else f", pinned to CPU {meta['core']}"))
     if metas:
@@ -141,7 +134,9 @@ def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[
         bad = {e: s for e, s in probe.items() if s != perf_table.OK}
         lines_.append("- events: " + ", ".join(f"{e} ({s})" if e in bad else e for e, s in probe.items()))
     if checks:
-        lines_ += ["", "## The paper's claims (A64FX)", "", "| Fig. | claim | VL | ours | paper | verdict |", "|---|---|---:|---|---:|---|", *checks]
+        lines_ += ["", "## The paper's claims", "", "| Fig. | claim | VL | ours | paper | verdict | evidence |",
+                   "|---|---|---:|---|---:|---|---|", *checks]
+    lines_ += reports
     lines_ += ["", "## Every cell", "", "Statistics are over processes; each process contributes its value per call.", "",
                "| kernel | variant | op/dtype | build | VL | size | metric | mean | std | min | max | unit |",
                "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---|"]
@@ -152,3 +147,9 @@ def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[
         lines_.append(f"| {r['kernel']} | {r['variant']} | {opd} | {r['build']} | {r['vl']} | {r['size']} | "
                       f"{r['metric']} | " + " | ".join(stats) + f" | {r['unit']} |")
     return "\n".join(lines_) + "\n"
+
+
+def _compiler(versions: dict[str, str]) -> str:
+    """The version line of the compiler that built a job's binary (its plan records one:
+    toolchain.stamp_name)."""
+    return next((v for k, v in versions.items() if k.startswith("compiler.")), "?")

@@ -1,0 +1,99 @@
+"""perf in the emulated AArch64 guest against the QEMU plugins, in results/perf_summary.md (issue
+35 item 4): its instruction counts equal the QEMU plugins' per cell, up to the stated constant.
+
+Per cell, the fewest instructions:u a process of the guest counted (perf.csv's min per call, times
+the calls) is calls x (the QEMU plugins' roi.total + w) - FIRST_ACK: w is what one enabled window
+counts besides the ROI (perf's control round trip), measured 326 to 328 and the same for every
+cell of one binary (perf_guest; docs/guide/arm64-vm.md). The check is the one the DynamoRIO
+stand-in's counts get (armie_guest): against the sweep's counting backend, cell by cell, with the
+same reference, counts and tally; here the reference cells are those of the cross compiler that
+built the guest's binaries, at the QEMU CPU model the guest emulates.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from analysis.backends import GUEST_META, armie_guest
+from analysis.backends.perf_guest import EVENT, FIRST_ACK
+from analysis.backends.perf_table import OK
+from analysis.backends.registry import REGISTRY
+from analysis.core import arm64_vm
+from analysis.core.config import ConfigError
+from analysis.core.toolchain import COMPILERS, compiler_for
+
+if TYPE_CHECKING:
+    from pandas import DataFrame
+
+    from analysis.core.model import Sweep
+
+# The instructions of an enabled window besides the ROI, as measured (the least and the most).
+WINDOW = (326, 328)
+# The QEMU CPU model the guest runs (-cpu max,...): the reference rows' cpu_model.
+CPU_MODEL = arm64_vm.CPU.split(",")[0]
+TITLE = "## perf in the guest against the QEMU plugins"
+
+
+def reference_compiler(sweep: Sweep, compiler: str, build: str) -> str | None:
+    """The sweep's cross compiler that builds what `compiler` builds for `build` (the guest's
+    native SVE build is the cross gcc's), or None."""
+    cc = compiler_for(compiler, build).cc
+    return next((c for c in sweep.compilers if COMPILERS[c].cc == cc), None)
+
+
+def compare(stats: DataFrame, metas: Sequence[dict[str, Any]], counts: DataFrame, sweep: Sweep) -> tuple[
+        armie_guest.Result, dict[str, set[int]]]:
+    """Each cell of the guest's raw files (`metas`) in the perf table against the reference
+    backend's roi.total: the tally, and the windows w each binary's cells gave."""
+    calls = {(m["kernel"], m["variant"], m["build"]): m["calls"] for m in metas if m.get(GUEST_META)}
+    backend = metas[0]["backend"]
+    reference = armie_guest.reference_backend(sweep, backend)
+    result = armie_guest.Result(REGISTRY[reference].EVIDENCE)
+    want = armie_guest.reference_counts(counts, reference)
+    windows: dict[str, set[int]] = {}
+    rows = stats[(stats["metric"] == EVENT) & (stats["status"] == OK)]
+    for r in rows.itertuples(index=False):
+        n_calls = calls.get((r.kernel, r.variant, r.build))
+        if n_calls is None:  # not a run in the guest (a host baseline)
+            continue
+        binary = f"{r.kernel}-{r.variant}"
+        cell = f"{binary}{'' if r.op == '-' else f' {r.op}/{r.dtype}'} VL {r.vl} size {r.size}"
+        result.compared += 1
+        compiler = reference_compiler(sweep, r.compiler, r.build)
+        ref = want.get((r.kernel, r.variant, r.op, r.dtype, r.build, CPU_MODEL, compiler, r.vl, r.size))
+        if ref is None or "roi.total" not in ref:
+            result.failed.append(f"{cell}: no {result.reference} count ({compiler}, cpu {CPU_MODEL})")
+            continue
+        fewest = round(r.min * n_calls)
+        w = (fewest + FIRST_ACK) / n_calls - ref["roi.total"]
+        if w.is_integer() and WINDOW[0] <= w <= WINDOW[1]:
+            result.equal += 1
+            windows.setdefault(binary, set()).add(int(w))
+        else:
+            result.differ.append(f"{cell}: perf {fewest} in a process of {n_calls} calls; {result.reference} roi.total "
+                                 f"{ref['roi.total']}: w = {w:g}")
+    return result, windows
+
+
+def stats_report(stats: DataFrame, metas: Sequence[dict[str, Any]], counts: DataFrame | None,
+                 sweep: Sweep) -> list[str]:
+    """perf_summary.md's section on the guest's counts ([] when no job ran in the guest)."""
+    if not any(m.get(GUEST_META) for m in metas):
+        return []
+    head = ["", TITLE, ""]
+    if counts is None:
+        return head + ["Not compared: the sweep counts no cell with a counting backend (backends: [])."]
+    try:
+        result, windows = compare(stats, metas, counts, sweep)
+    except ConfigError as e:
+        return head + [f"Not compared: {e}"]
+    lines = head + [
+        f"Per cell, the fewest instructions:u of its processes in the guest against calls x (the roi.total of the "
+        f"{result.reference} + w) - {FIRST_ACK}, w the instructions of perf's control round trip in each window "
+        f"({WINDOW[0]} to {WINDOW[1]}, one per binary): {result.equal} of {result.compared} cells equal.", ""]
+    lines += ["| binary | w |", "|---|---|"] + [f"| {b} | {', '.join(map(str, sorted(w)))} |" for b, w in sorted(windows.items())]
+    several = [b for b, w in sorted(windows.items()) if len(w) > 1]
+    if several:
+        lines += ["", f"Not one w a binary: {', '.join(several)}."]
+    lines += [""] * bool(result.differ or result.failed)
+    lines += [f"- differs: {d}" for d in result.differ] + [f"- no count: {f}" for f in result.failed]
+    return lines

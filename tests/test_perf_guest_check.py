@@ -1,0 +1,90 @@
+"""perf in the guest against the QEMU plugins in results/perf_summary.md
+(analysis.backends.perf_guest_check): per cell, the fewest instructions:u of a process is
+calls x (roi.total + w) - 27, w in 326..328 and one per binary, checked as the DynamoRIO stand-in's
+counts are (armie_guest's reference, counts and tally). Synthetic tables, nothing runs."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pandas as pd
+
+from analysis.backends import perf, perf_guest_check
+from analysis.core import config
+from analysis.stages import summary
+from conftest import REPO
+
+CALLS = 10
+GUEST = {"kernel": "Linux 6.1.0-56-arm64", "emulator": "QEMU 7.2", "guest_command": "qemu-system-aarch64 -icount shift=0",
+         "counter": "perf version 6.1.192", "compiler": "aarch64-linux-gnu-gcc 12.2.0", "seconds": 1.0}
+# (kernel, variant, op, dtype, VL, size): QEMU's roi.total, and the window w the guest's fewest count gives.
+CELLS = {("pack", "acle", "-", "float", 128, 4096): (3000, 326), ("pack", "acle", "-", "float", 512, 4096): (900, 326),
+         ("reduce", "acle", "max", "float", 256, 4096): (700, 328),
+         ("reduce", "acle", "max", "float", 512, 4096): (400, 329),  # one more than the window allows: differs
+         ("pack", "acle", "-", "float", 256, 65536): (None, 326)}  # QEMU did not count it
+
+
+def guest_sweep() -> config.Sweep:
+    sweep = config.load(REPO / "configs" / "default.yaml")
+    assert sweep.perf is not None
+    return dataclasses.replace(sweep, perf=dataclasses.replace(sweep.perf, sve="guest"))
+
+
+def _meta(kernel: str, variant: str, build: str, guest: bool) -> dict[str, Any]:
+    return {"backend": "perf", "kernel": kernel, "variant": variant, "build": build, "calls": CALLS,
+            "cpu": "emulated" if guest else "x86", **({"guest": GUEST} if guest else {})}
+
+
+def _tables() -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
+    """perf.csv of the cells (and one host baseline, which is not compared), counts.csv of
+    QEMU's rows, the raw files' metas."""
+    stats, counts = [], []
+    for (kernel, variant, op, dtype, vl, size), (roi, w) in CELLS.items():
+        fewest = CALLS * ((roi or 1000) + w) - 27
+        per_call = [fewest / CALLS, (fewest + 18 * CALLS) / CALLS]  # the fewest, and a process above it
+        stats.append({"kernel": kernel, "variant": variant, "op": op, "dtype": dtype, "layout": "-", "build": "vla",
+                      "cpu_model": "native", "backend": "perf", "compiler": "native", "vl": vl, "size": size,
+                      "metric": "instructions", "status": "ok", "unit": "", "n": 30, "mean": sum(per_call) / 2,
+                      "std": 1.0, "min": min(per_call), "max": max(per_call), "running_pct": 100.0})
+        if roi is not None:
+            for compiler, cpu, value in (("gcc", "max", roi), ("clang", "max", roi + 5), ("gcc", "a64fx", roi + 7)):
+                counts.append({"kernel": kernel, "variant": variant, "op": op, "dtype": dtype, "layout": "-",
+                               "build": "vla", "cpu_model": cpu, "backend": "qemu", "compiler": compiler, "vl": vl,
+                               "size": size, "metric": "roi.total", "value": value})
+    stats.append({**stats[0], "build": "host", "vl": 0, "min": 5.0, "variant": "blocks_call"})
+    metas = [_meta("pack", "acle", "vla", True), _meta("reduce", "acle", "vla", True),
+             _meta("pack", "blocks_call", "host", False)]
+    return pd.DataFrame(stats).assign(running_pct=math.nan), pd.DataFrame(counts), metas
+
+
+def test_the_guest_s_counts_are_compared_cell_by_cell_with_qemu_s() -> None:
+    stats, counts, metas = _tables()
+    lines = perf.stats_report(stats, metas, counts, guest_sweep())
+    assert lines == [
+        "", "## perf in the guest against the QEMU plugins", "",
+        "Per cell, the fewest instructions:u of its processes in the guest against calls x (the roi.total of the "
+        "QEMU plugins + w) - 27, w the instructions of perf's control round trip in each window (326 to 328, one per "
+        "binary): 3 of 5 cells equal.", "",
+        "| binary | w |", "|---|---|", "| pack-acle | 326 |", "| reduce-acle | 328 |", "",
+        "- differs: reduce-acle max/float VL 512 size 4096: perf 7263 in a process of 10 calls; QEMU plugins roi.total "
+        "400: w = 329",
+        "- no count: pack-acle VL 256 size 65536: no QEMU plugins count (gcc, cpu max)"]
+
+
+def test_a_binary_whose_cells_give_two_windows_is_named() -> None:
+    stats, counts, metas = _tables()
+    counts.loc[(counts["variant"] == "acle") & (counts["vl"] == 512) & (counts["kernel"] == "pack"), "value"] -= 1
+    lines = perf.stats_report(stats, metas, counts, guest_sweep())
+    assert "| pack-acle | 326, 327 |" in lines and "Not one w a binary: pack-acle." in lines
+
+
+def test_without_runs_in_the_guest_or_counts_the_summary_says_so() -> None:
+    stats, counts, metas = _tables()
+    sweep = guest_sweep()
+    assert perf.stats_report(stats, [m for m in metas if "guest" not in m], counts, sweep) == []
+    assert perf.stats_report(stats, metas, None, sweep)[-1] == (
+        "Not compared: the sweep counts no cell with a counting backend (backends: []).")
+    text = summary.stats_summary(stats, [], [], [], perf.stats_report(stats, metas, counts, sweep))
+    assert "\n## perf in the guest against the QEMU plugins\n" in text
+    assert text.index("## perf in the guest") < text.index("## Every cell")
