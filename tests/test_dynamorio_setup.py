@@ -82,18 +82,23 @@ def test_a_checkout_at_another_commit_is_refused_in_one_line_creating_nothing(
     assert cache_files(dr_env) == []
 
 
-def test_the_guest_setup_refuses_it_too_before_creating_anything(
-        dr_env: dict[str, str], other_commit: tuple[Path, str], tmp_path: Path) -> None:
-    """Without DYNAMORIO_HOME, setup/arm64-vm.sh builds DynamoRIO: a wrong DYNAMORIO_SRC is refused
-    before its guest steps (stubs stand in for the guest's tools this machine may lack)."""
-    src, head = other_commit
+def _guest_tools(tmp_path: Path) -> str:
+    """PATH with stubs for the guest's own tools, which this machine may lack."""
     tools = tmp_path / "tools"
     tools.mkdir()
     for name, body in {"dpkg": "echo arm64", "qemu-system-aarch64": "exit 0", "cpio": "exit 0",
                        "aarch64-linux-gnu-readelf": "exit 0"}.items():
         (tools / name).write_text(f"#!/bin/sh\n{body}\n")
         (tools / name).chmod(0o755)
-    proc = run(dr_env, script=GUEST_SETUP, DYNAMORIO_SRC=str(src), PATH=f"{tools}:{os.environ['PATH']}")
+    return f"{tools}:{os.environ['PATH']}"
+
+
+def test_the_guest_setup_refuses_it_too_before_creating_anything(
+        dr_env: dict[str, str], other_commit: tuple[Path, str], tmp_path: Path) -> None:
+    """Without DYNAMORIO_HOME, setup/arm64-vm.sh builds DynamoRIO: a wrong DYNAMORIO_SRC is refused
+    before its guest steps."""
+    src, head = other_commit
+    proc = run(dr_env, script=GUEST_SETUP, DYNAMORIO_SRC=str(src), PATH=_guest_tools(tmp_path))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == f"setup/dynamorio.sh: refusing DYNAMORIO_SRC: {src} is at commit {head}, " \
                           f"not the pinned {PIN} (cronbuild-11.91.20672)\n"
@@ -209,3 +214,36 @@ def test_unknown_option_is_refused(dr_env: dict[str, str]) -> None:
     proc = run(dr_env, "--bogus")
     assert (proc.returncode, proc.stderr) == (
         2, "setup/dynamorio.sh: unknown option '--bogus'; usage: setup/dynamorio.sh [--path | --where | --check]\n")
+
+
+def _built_guest(cache: Path, dynamorio_from: str) -> Path:
+    """A guest whose every step is stamped and whose DynamoRIO was copied from `dynamorio_from`."""
+    guest = cache / "arm64-vm-6.1.0-56-arm64"
+    (guest / "dynamorio" / "harness").mkdir(parents=True)
+    for step in ("debs", "kernel", "rootfs", "initrd"):
+        (guest / f".done-{step}").write_text("2026-11-27T00:00:00Z\n")
+    (guest / "initrd.img").write_text("")
+    (guest / "installed").write_text("2026-11-27T00:00:00Z\n")
+    (guest / ".done-dynamorio").write_text(f"{dynamorio_from} 11.91.0\n")
+    (guest / "dynamorio" / "harness" / "libroi_inscount.so").write_text("")  # newer than the client's source
+    return guest
+
+
+def test_a_guest_with_a_dynamorio_given_earlier_keeps_it(dr_env: dict[str, str], tmp_path: Path) -> None:
+    """Setup without DYNAMORIO_HOME does not build DynamoRIO over the one a user gave before."""
+    guest = _built_guest(Path(dr_env["HARNESS_CACHE"]), str(tmp_path / "users-dynamorio"))
+    proc = run(dr_env, script=GUEST_SETUP)
+    assert (proc.returncode, proc.stderr) == (0, f"setup/arm64-vm.sh: the arm64 guest is built: {guest}\n")
+    assert not (Path(dr_env["HARNESS_CACHE"]) / DIR).exists()
+
+
+def test_a_guest_with_a_dynamorio_from_source_builds_the_pinned_one(
+        dr_env: dict[str, str], other_commit: tuple[Path, str], tmp_path: Path) -> None:
+    """A guest whose DynamoRIO came from another pin's build (or none) goes to the build: here it
+    reaches the source check, which refuses the checkout given."""
+    cache = Path(dr_env["HARNESS_CACHE"])
+    _built_guest(cache, str(cache / "dynamorio-0123456789ab" / "home"))
+    src, head = other_commit
+    proc = run(dr_env, script=GUEST_SETUP, DYNAMORIO_SRC=str(src), PATH=_guest_tools(tmp_path))
+    assert (proc.returncode, proc.stderr) == (2, f"setup/dynamorio.sh: refusing DYNAMORIO_SRC: {src} is at commit "
+                                                 f"{head}, not the pinned {PIN} (cronbuild-11.91.20672)\n")
