@@ -134,7 +134,12 @@ done
 
 started=$(date +%s)
 mkdir -p "$DIR" || die "cannot create $DIR; set HARNESS_CACHE to a writable directory"
-done_step() { [[ -f "$DIR/.done-$1" ]] && [[ "$(cat "$DIR/.done-$1")" == "$PINNED_COMMIT" ]]; }
+# A step is done when its stamp names the pin and its output is still there (a user may remove
+# src and build once the home is built; a later rebuild then makes them again).
+declare -A STEP_OUTPUT=([deps]=zlib [source]=src [configure]=build/CMakeCache.txt [make]=build/bin64/drrun)
+done_step() {
+    [[ -f "$DIR/.done-$1" && "$(cat "$DIR/.done-$1")" == "$PINNED_COMMIT" && -e "$DIR/${STEP_OUTPUT[$1]}" ]]
+}
 mark_done() { echo "$PINNED_COMMIT" >"$DIR/.done-$1"; }
 
 # --- deps: the pinned Debian files -------------------------------------------------------------
@@ -221,7 +226,7 @@ if ! done_step configure; then
 fi
 if ! done_step make; then
     jobs=$(nproc)
-    say "building DynamoRIO ${TARGETS[*]} ($jobs jobs; about 3 minutes of 2 idle cores); log: $LOG"
+    say "building DynamoRIO ${TARGETS[*]} ($jobs jobs; 800 s on 2 busy cores, make alone 133 s on 2 idle ones; a stopped make goes on where it stopped); log: $LOG"
     echo "--- make $(date -u +%FT%TZ)" >>"$LOG"
     # A stopped make keeps its objects: the next call goes on where it stopped.
     make -C "$BUILD" -j"$jobs" "${TARGETS[@]}" >>"$LOG" 2>&1 \

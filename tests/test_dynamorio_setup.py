@@ -247,3 +247,27 @@ def test_a_guest_with_a_dynamorio_from_source_builds_the_pinned_one(
     proc = run(dr_env, script=GUEST_SETUP, DYNAMORIO_SRC=str(src), PATH=_guest_tools(tmp_path))
     assert (proc.returncode, proc.stderr) == (2, f"setup/dynamorio.sh: refusing DYNAMORIO_SRC: {src} is at commit "
                                                  f"{head}, not the pinned {PIN} (cronbuild-11.91.20672)\n")
+
+
+def test_a_stopped_build_resumes_at_make(dr_env: dict[str, str]) -> None:
+    """deps, source and configure stamped (and their outputs there), make not: the next call
+    downloads, fetches and configures nothing (the mirror is a closed port, GitHub is not asked, the
+    build tree is not cmake's) and runs make in the tree it has, then makes the home and the stamp."""
+    _have_build_tools()
+    d = Path(dr_env["HARNESS_CACHE"]) / DIR
+    for step, output in (("deps", "zlib"), ("source", "src"), ("configure", "build/CMakeCache.txt")):
+        (d / output).parent.mkdir(parents=True, exist_ok=True)
+        (d / output).mkdir() if output in ("zlib", "src") else (d / output).write_text("")
+        (d / f".done-{step}").write_text(f"{PIN}\n")
+    # make's targets: the library and drrun the build would leave, and an object the home drops.
+    (d / "build" / "Makefile").write_text(
+        "dynamorio drrun drmgr_static drreg_static drx_static:\n"
+        "\tmkdir -p bin64 lib64/release CMakeFiles && touch bin64/drrun CMakeFiles/x.o && chmod +x bin64/drrun "
+        "&& echo lib >lib64/release/libdynamorio.so\n")
+    proc = run(dr_env, DEBIAN_MIRROR="http://127.0.0.1:1/debian")  # and no DYNAMORIO_SRC: nothing fetched
+    assert proc.returncode == 0, proc.stderr
+    assert "downloading" not in proc.stderr and "configuring" not in proc.stderr
+    lib = d / "home" / "lib64" / "release" / "libdynamorio.so"
+    assert (d / "installed").read_text().splitlines()[:3] == [f"commit={PIN}", "tag=cronbuild-11.91.20672",
+                                                            f"sha256={_sha256(lib)}"]
+    assert not (d / "home" / "CMakeFiles").exists() and (d / ".done-make").read_text() == f"{PIN}\n"
