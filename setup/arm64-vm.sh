@@ -266,7 +266,8 @@ fi
 {
     echo "kernel=$KERNEL_ABI $KERNEL_VERSION"
     for deb in "$DIR"/debs/*.deb; do dpkg-deb -f "$deb" Package Version | paste -sd' ' | sed 's/^/package=/'; done
-    done_step dynamorio && echo "dynamorio=$(cat "$DR_DIR/harness/version")"
+    # The version, and the commit when setup/dynamorio.sh built it (its harness-source.txt).
+    done_step dynamorio && echo "dynamorio=$(cat "$DR_DIR/harness/version")$(sed 's/^/ /' "$DR_DIR/harness-source.txt" 2>/dev/null)"
 } >"$DIR/guest.txt"
 py="$ROOT/.venv/bin/python"
 [[ -x "$py" ]] || die "the harness's venv is missing; fix: ./harness setup, then $FIX"

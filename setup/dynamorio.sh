@@ -57,7 +57,7 @@ declare -A DEB_SHA256=(
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # The targets the ROI client links (armie_clients/dynamorio/CMakeLists.txt), and drrun.
 TARGETS=(dynamorio drrun drmgr_static drreg_static drx_static)
-# Measured: source copy 110 MB, build tree 230 MB, home 80 MB, downloads 13 MB.
+# Measured: source copy 107 MB, build tree 184 MB, home 73 MB, downloads 13 MB (376 MB).
 NEED_GIB=${DYNAMORIO_NEED_GIB:-1}
 FIX="./harness setup --with-arm64-vm"
 
@@ -243,6 +243,8 @@ mkdir -p "$DIR/home.part"
     || { rm -rf "$DIR/home.part"; die "copying $BUILD to $HOME_DIR failed"; }
 [[ -x "$DIR/home.part/bin64/drrun" && -f "$DIR/home.part/lib64/release/libdynamorio.so" ]] \
     || { rm -rf "$DIR/home.part"; die "the DynamoRIO build ended without bin64/drrun or lib64/release/libdynamorio.so; see $LOG"; }
+# Provenance: setup/arm64-vm.sh copies the home into the guest and names this in guest.txt.
+echo "commit $PINNED_COMMIT ($PINNED_TAG), built by $ME" >"$DIR/home.part/harness-source.txt"
 mv "$DIR/home.part" "$HOME_DIR"
 printf 'commit=%s\ntag=%s\nsha256=%s\nbuild_seconds=%s\n' "$PINNED_COMMIT" "$PINNED_TAG" "$(sha256_of "$LIB")" \
     "$(( $(date +%s) - started ))" >"$STAMP"

@@ -271,3 +271,11 @@ def test_a_stopped_build_resumes_at_make(dr_env: dict[str, str]) -> None:
     assert (d / "installed").read_text().splitlines()[:3] == [f"commit={PIN}", "tag=cronbuild-11.91.20672",
                                                             f"sha256={_sha256(lib)}"]
     assert not (d / "home" / "CMakeFiles").exists() and (d / ".done-make").read_text() == f"{PIN}\n"
+
+
+def test_too_little_disk_is_refused_before_anything_is_created(dr_env: dict[str, str]) -> None:
+    proc = run(dr_env, DYNAMORIO_NEED_GIB="100000000")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(f"setup/dynamorio.sh: not enough disk at {dr_env['HARNESS_CACHE']}: ") and \
+        proc.stderr.endswith("GiB free, the DynamoRIO build needs 100000000 GiB; free space or set HARNESS_CACHE\n")
+    assert cache_files(dr_env) == []
