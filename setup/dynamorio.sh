@@ -19,6 +19,8 @@
 #   DYNAMORIO_DEPS=DIR  a directory holding the pinned Debian files (offline): any of
 #                       ${DEB_FILES[*]}; each is checked against its pinned sha256, and
 #                       those it lacks are downloaded
+#   DYNAMORIO_GIT=URL   where the pinned commit is fetched from (default DynamoRIO's GitHub
+#                       repository; a mirror of it)
 #   DEBIAN_MIRROR=URL   where the pinned Debian files are downloaded from (default
 #                       http://deb.debian.org/debian; their pool paths follow it)
 #   HARNESS_CACHE=DIR   cache root (default ${XDG_CACHE_HOME:-~/.cache}/sve-harness)
@@ -44,7 +46,7 @@ set -euo pipefail
 ME="setup/dynamorio.sh"
 PINNED_COMMIT="05e316505beb69586142243af1647449945772b7"
 PINNED_TAG="cronbuild-11.91.20672"
-UPSTREAM="https://github.com/DynamoRIO/dynamorio.git"
+UPSTREAM="${DYNAMORIO_GIT:-https://github.com/DynamoRIO/dynamorio.git}"
 # Debian's archive: pool path and sha256 of each pinned file (the elfutils tarball's is the one
 # its elfutils_0.192-4.dsc lists; zlib1g-dev is Debian 12's 1:1.2.13.dfsg-1).
 DEB_FILES=(elfutils_0.192.orig.tar.bz2 zlib1g-dev_1.2.13.dfsg-1_arm64.deb)
@@ -142,6 +144,26 @@ done_step() {
 }
 mark_done() { echo "$PINNED_COMMIT" >"$DIR/.done-$1"; }
 
+# --- fetch: the pinned commit, when no DYNAMORIO_SRC is given ---------------------------------------
+# First: of the downloads, the one most likely to fail (GitHub, a commit by its id).
+from="${DYNAMORIO_SRC:-$DIR/clone}"
+if [[ -z "${DYNAMORIO_SRC:-}" ]] && ! done_step source; then
+    if [[ ! -e "$from/.git" ]] || [[ -n "$(source_problem "$from")" ]]; then
+        rm -rf "$from"
+        say "fetching DynamoRIO $PINNED_COMMIT ($PINNED_TAG) from $UPSTREAM"
+        # GitHub serves a commit by its id: one commit, not the whole history (150 MB); no
+        # submodules (see above).
+        if ! { git init -q "$from" && git -C "$from" remote add origin "$UPSTREAM" \
+               && git -C "$from" fetch -q --depth 1 origin "$PINNED_COMMIT" \
+               && git -C "$from" checkout -q --detach FETCH_HEAD; } >"$DIR/clone.log" 2>&1; then
+            rm -rf "$from"
+            die "fetching $UPSTREAM failed ($(tail -n 1 "$DIR/clone.log")); offline: set DYNAMORIO_SRC to a checkout of $PINNED_COMMIT"
+        fi
+    fi
+    problem=$(source_problem "$from")
+    [[ -z "$problem" ]] || { rm -rf "$from"; die "refusing the clone: $problem"; }
+fi
+
 # --- deps: the pinned Debian files -------------------------------------------------------------
 # Downloaded to a .part file, checked, then renamed: a file under downloads/ is always a good one.
 fetch_deb_file() {
@@ -176,26 +198,8 @@ if ! done_step deps; then
 fi
 
 # --- source ------------------------------------------------------------------------------------
-# The given checkout was checked above; a clone is fetched at the pin (no submodules) and checked.
+# The given checkout was checked above; the clone was fetched at the pin and checked.
 if ! done_step source; then
-    if [[ -n "${DYNAMORIO_SRC:-}" ]]; then
-        from="$DYNAMORIO_SRC"
-    else
-        from="$DIR/clone"
-        if [[ ! -e "$from/.git" ]] || [[ -n "$(source_problem "$from")" ]]; then
-            rm -rf "$from"
-            say "fetching DynamoRIO $PINNED_COMMIT ($PINNED_TAG) from $UPSTREAM"
-            # GitHub serves a commit by its id: one commit, not the whole history (150 MB).
-            if ! { git init -q "$from" && git -C "$from" remote add origin "$UPSTREAM" \
-                   && git -C "$from" fetch -q --depth 1 origin "$PINNED_COMMIT" \
-                   && git -C "$from" checkout -q --detach FETCH_HEAD; } >"$DIR/clone.log" 2>&1; then
-                rm -rf "$from"
-                die "fetching $UPSTREAM failed ($(tail -n 1 "$DIR/clone.log")); offline: set DYNAMORIO_SRC to a checkout of $PINNED_COMMIT"
-            fi
-        fi
-        problem=$(source_problem "$from")
-        [[ -z "$problem" ]] || { rm -rf "$from"; die "refusing the clone: $problem"; }
-    fi
     rm -rf "$DIR/src" "$DIR/src.part"; mkdir -p "$DIR/src.part/third_party/elfutils"
     # Tracked files only ("H": in the work tree; a sparse checkout's skipped files are "S"), so
     # an in-tree build or a checked-out elfutils submodule in the given checkout is not copied.

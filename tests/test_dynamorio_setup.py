@@ -26,7 +26,7 @@ PIN = "05e316505beb69586142243af1647449945772b7"
 DIR = f"dynamorio-{PIN[:12]}"
 ELFUTILS = "elfutils_0.192.orig.tar.bz2"
 ZLIB = "zlib1g-dev_1.2.13.dfsg-1_arm64.deb"
-VARS = ("DYNAMORIO_HOME", "DYNAMORIO_SRC", "DYNAMORIO_DEPS", "DEBIAN_MIRROR", "DYNAMORIO_NEED_GIB",
+VARS = ("DYNAMORIO_HOME", "DYNAMORIO_SRC", "DYNAMORIO_DEPS", "DYNAMORIO_GIT", "DEBIAN_MIRROR", "DYNAMORIO_NEED_GIB",
         "ARM64_VM_NEED_GIB")
 
 
@@ -131,6 +131,15 @@ def test_missing_cmake_names_its_package(dr_env: dict[str, str], tmp_path: Path)
                                                  "(or ./harness setup --with-arm64-vm, which installs it)\n")
 
 
+def _source_fetched(env: dict[str, str]) -> list[str]:
+    """Stamp the source step (the pinned commit is fetched before the Debian files are), so a call
+    goes on to the downloads; the cache's files as they are then."""
+    d = Path(env["HARNESS_CACHE"]) / DIR
+    (d / "src").mkdir(parents=True)
+    (d / ".done-source").write_text(f"{PIN}\n")
+    return cache_files(env)
+
+
 def _have_build_tools() -> None:
     missing = [t for t in ("cmake", "aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "make", "perl", "patch",
                            "bzip2", "dpkg-deb", "git", "python3") if shutil.which(t) is None]
@@ -161,12 +170,13 @@ def test_a_download_whose_checksum_is_not_the_pinned_one_is_refused_and_not_kept
     url, root = mirror
     (root / "pool/main/e/elfutils").mkdir(parents=True)
     (root / "pool/main/e/elfutils" / ELFUTILS).write_bytes(b"a tarball someone swapped\n")
+    before = _source_fetched(dr_env)
     proc = run(dr_env, DEBIAN_MIRROR=url)
     assert proc.returncode == 1
     last = proc.stderr.splitlines()[-1]
     assert last.startswith(f"setup/dynamorio.sh: refusing {url}/pool/main/e/elfutils/{ELFUTILS}: checksum mismatch "
                            f"(sha256 {_sha256(root / 'pool/main/e/elfutils' / ELFUTILS)}, pinned 616099be"), proc.stderr
-    assert cache_files(dr_env) == [DIR, f"{DIR}/download.log", f"{DIR}/downloads"]
+    assert cache_files(dr_env) == sorted([*before, f"{DIR}/download.log", f"{DIR}/downloads"])
 
 
 def test_no_network_is_one_line_naming_the_offline_variable(dr_env: dict[str, str]) -> None:
@@ -176,13 +186,14 @@ def test_no_network_is_one_line_naming_the_offline_variable(dr_env: dict[str, st
     with socket.socket() as s:  # a port nothing listens on once it is closed
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}/debian"
+    before = _source_fetched(dr_env)
     proc = run(dr_env, DEBIAN_MIRROR=url)
     assert proc.returncode == 1
     last = proc.stderr.splitlines()[-1]
     assert last.startswith(f"setup/dynamorio.sh: downloading {url}/pool/main/e/elfutils/{ELFUTILS} failed (") and \
         last.endswith(f"offline: put {ELFUTILS} in a directory named by DYNAMORIO_DEPS"), proc.stderr
     assert "Connection refused" in last
-    assert cache_files(dr_env) == [DIR, f"{DIR}/download.log", f"{DIR}/downloads"]
+    assert cache_files(dr_env) == sorted([*before, f"{DIR}/download.log", f"{DIR}/downloads"])
 
 
 def test_a_second_call_does_nothing(dr_env: dict[str, str]) -> None:
@@ -279,3 +290,17 @@ def test_too_little_disk_is_refused_before_anything_is_created(dr_env: dict[str,
     assert proc.stderr.startswith(f"setup/dynamorio.sh: not enough disk at {dr_env['HARNESS_CACHE']}: ") and \
         proc.stderr.endswith("GiB free, the DynamoRIO build needs 100000000 GiB; free space or set HARNESS_CACHE\n")
     assert cache_files(dr_env) == []
+
+
+def test_a_commit_that_cannot_be_fetched_is_one_line_naming_dynamorio_src(
+        dr_env: dict[str, str], other_commit: tuple[Path, str]) -> None:
+    """Without DYNAMORIO_SRC the pinned commit is fetched first (here from a repository that lacks
+    it, as a machine without GitHub would fail): one line, no clone left, no step marked done."""
+    _have_build_tools()
+    upstream, _ = other_commit
+    proc = run(dr_env, DYNAMORIO_GIT=str(upstream))
+    assert proc.returncode == 1
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith(f"setup/dynamorio.sh: fetching {upstream} failed (") and \
+        last.endswith(f"offline: set DYNAMORIO_SRC to a checkout of {PIN}"), proc.stderr
+    assert cache_files(dr_env) == [DIR, f"{DIR}/clone.log"]
