@@ -229,10 +229,19 @@ if ! done_step initrd || [[ "$ROOT/setup/arm64-vm-init.sh" -nt "$DIR/initrd.img"
 fi
 
 # --- DynamoRIO and the ROI client -----------------------------------------------------------------
+# Its own steps and stamps: a stopped build resumes there; its failure is its one line. A
+# failed build (no GitHub, a compiler error) does not take the guest from perf: the guest is
+# finished and stamped without DynamoRIO (or with the one it had), this call exits 1 at its end,
+# and the next one tries the build again.
+DR_FAILED=0
 if [[ $DR_SOURCE -eq 1 && -z "$DYNAMORIO_HOME" ]]; then
-    # Its own steps and stamps: a stopped build resumes there; its failure is its one line.
-    "$ROOT/setup/dynamorio.sh" || exit $?
-    DYNAMORIO_HOME=$("$ROOT/setup/dynamorio.sh" --path) || exit 1
+    if "$ROOT/setup/dynamorio.sh"; then
+        DYNAMORIO_HOME=$("$ROOT/setup/dynamorio.sh" --path) || exit 1
+    else
+        rc=$?
+        [[ $rc -ne 2 ]] || exit 2
+        DR_FAILED=1
+    fi
 fi
 if dr_wanted; then
     command -v aarch64-linux-gnu-strip >/dev/null 2>&1 || die "aarch64-linux-gnu-strip not found; fix: ./harness setup"
@@ -279,3 +288,7 @@ fi
 date -u +%FT%TZ >"$STAMP"
 say "the arm64 guest is built: $DIR ($(tail -n 1 "$DIR/check.log"))"
 say "took $(( $(date +%s) - started )) s; the cache holds $(du -sh "$DIR" | cut -f1) at $DIR"
+if [[ $DR_FAILED -eq 1 ]]; then
+    done_step dynamorio && had="the DynamoRIO it had ($(cat "$DR_DIR/harness/version"))" || had="no DynamoRIO"
+    die "the guest is built with $had: DynamoRIO's build failed (the line from setup/dynamorio.sh above); fix that and rerun $FIX"
+fi
