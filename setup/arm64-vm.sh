@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the emulated AArch64 Linux guest (issue 35) into a cache directory outside the
 # repository: Debian 12's arm64 kernel, an initramfs with busybox, perf and the libraries they
-# need, and (given DYNAMORIO_HOME) an AArch64 DynamoRIO with the harness's ROI client
-# (armie_clients/dynamorio). analysis/core/arm64_vm.py boots it under qemu-system-aarch64.
+# need, and an AArch64 DynamoRIO with the harness's ROI client (armie_clients/dynamorio):
+# DynamoRIO built from source at a pinned commit (setup/dynamorio.sh), or the one DYNAMORIO_HOME
+# names. analysis/core/arm64_vm.py boots it under qemu-system-aarch64.
 #
 #   setup/arm64-vm.sh            build what is missing (a second call does nothing)
 #   setup/arm64-vm.sh --path     print the guest directory; "not built" on stderr and exit 1
@@ -16,13 +17,17 @@
 #   DYNAMORIO_HOME=DIR  an AArch64 DynamoRIO install tree (DynamoRIO's AArch64 Linux release
 #                       package unpacked, or an install of your own build), version
 #                       $DR_MIN_VERSION or newer: it is copied into the guest's share and the
-#                       client is built against it. Without it the guest runs without DynamoRIO.
+#                       client is built against it. Without it, setup/dynamorio.sh builds
+#                       DynamoRIO at its pinned commit into the cache (DYNAMORIO_SRC,
+#                       DYNAMORIO_DEPS: its offline inputs), unless the guest already holds a
+#                       DynamoRIO copied from a DYNAMORIO_HOME given earlier (kept).
 #   HARNESS_CACHE=DIR   cache root (default ${XDG_CACHE_HOME:-~/.cache}/sve-harness)
 #
 # Steps (each writes its stamp last; a failed step removes only its own output, so the next
 # call resumes at that step): debs (apt-get download of the pinned arm64 packages), kernel
 # (vmlinuz and the 9p modules), rootfs (the packages unpacked with dpkg-deb -x; every shared
-# library perf needs must be in it), initrd (cpio), dynamorio (copy, client), check (a boot).
+# library perf needs must be in it), initrd (cpio), dynamorio (setup/dynamorio.sh's build when
+# no DYNAMORIO_HOME is given; copy, client), check (a boot).
 #
 # Why an initramfs and not a disk image: no root, loop device or binfmt_misc is needed
 # (debootstrap --foreign needs binfmt_misc, which containers lack), and the guest boots to its
@@ -77,7 +82,7 @@ case "${1:-}" in
     --where) echo "$DIR"; exit 0 ;;
     --dynamorio)
         [[ -f "$DIR/.done-dynamorio" && -f "$CLIENT" ]] && { echo "$DR_DIR"; exit 0; }
-        echo "$ME: the arm64 guest has no DynamoRIO (fix: DYNAMORIO_HOME=<AArch64 DynamoRIO install> $FIX)" >&2
+        echo "$ME: the arm64 guest has no DynamoRIO (fix: $FIX, which builds it; or DYNAMORIO_HOME=<AArch64 DynamoRIO install> $FIX)" >&2
         exit 1 ;;
     "") ;;
     *) bad "unknown option '$1'; usage: $ME [--path | --where | --dynamorio]" ;;
@@ -103,6 +108,19 @@ dr_version() {
 }
 version_at_least() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" == "$2" ]]; }
 
+# Without DYNAMORIO_HOME: DynamoRIO from source (setup/dynamorio.sh), unless the guest holds one
+# copied from a DYNAMORIO_HOME given earlier (.done-dynamorio names its tree): a later setup
+# without the variable keeps the user's DynamoRIO rather than build and replace it.
+DR_SOURCE=0
+if [[ -z "${DYNAMORIO_HOME:-}" ]]; then
+    given=$(cut -d' ' -f1 "$DIR/.done-dynamorio" 2>/dev/null || true)
+    if [[ -z "$given" || "$given" == "$CACHE"/dynamorio-*/home ]]; then
+        DR_SOURCE=1
+        # Built already: the guest's copy is checked against it as against a given home.
+        DYNAMORIO_HOME=$("$ROOT/setup/dynamorio.sh" --path 2>/dev/null) || DYNAMORIO_HOME=""
+    fi
+fi
+
 # Bad input first: nothing under the cache is created and no tool is needed to refuse it.
 if [[ -n "${DYNAMORIO_HOME:-}" ]]; then
     [[ -x "$DYNAMORIO_HOME/bin64/drrun" && -f "$DYNAMORIO_HOME/cmake/DynamoRIOConfig.cmake" ]] \
@@ -118,6 +136,7 @@ built() {
     local step
     for step in debs kernel rootfs initrd; do done_step "$step" || return 1; done
     [[ -f "$STAMP" && ! "$ROOT/setup/arm64-vm-init.sh" -nt "$DIR/initrd.img" ]] || return 1
+    [[ $DR_SOURCE -eq 0 || -n "$DYNAMORIO_HOME" ]] || return 1
     ! dr_wanted || return 1
     ! done_step dynamorio || ! client_stale
 }
@@ -133,6 +152,11 @@ done
 # Read whole before grep answers (`cmd | grep -q` under pipefail can die of SIGPIPE).
 archs=$(dpkg --print-foreign-architectures 2>/dev/null || true)
 grep -qx arm64 <<<"$archs" || die "the arm64 architecture is not enabled for apt; fix: $FIX (dpkg --add-architecture arm64)"
+if [[ $DR_SOURCE -eq 1 && -z "$DYNAMORIO_HOME" ]]; then
+    # DYNAMORIO_SRC and DYNAMORIO_DEPS (exit 2), then the build's tools (exit 1): before
+    # anything is created, so a wrong input is not found after the guest's steps.
+    "$ROOT/setup/dynamorio.sh" --check || exit $?
+fi
 mkdir -p "$DIR" || die "cannot create $DIR; set HARNESS_CACHE to a writable directory"
 rm -f "$STAMP"  # written again only after the boot check passes
 
@@ -205,6 +229,20 @@ if ! done_step initrd || [[ "$ROOT/setup/arm64-vm-init.sh" -nt "$DIR/initrd.img"
 fi
 
 # --- DynamoRIO and the ROI client -----------------------------------------------------------------
+# Its own steps and stamps: a stopped build resumes there; its failure is its one line. A
+# failed build (no GitHub, a compiler error) does not take the guest from perf: the guest is
+# finished and stamped without DynamoRIO (or with the one it had), this call exits 1 at its end,
+# and the next one tries the build again.
+DR_FAILED=0
+if [[ $DR_SOURCE -eq 1 && -z "$DYNAMORIO_HOME" ]]; then
+    if "$ROOT/setup/dynamorio.sh"; then
+        DYNAMORIO_HOME=$("$ROOT/setup/dynamorio.sh" --path) || exit 1
+    else
+        rc=$?
+        [[ $rc -ne 2 ]] || exit 2
+        DR_FAILED=1
+    fi
+fi
 if dr_wanted; then
     command -v aarch64-linux-gnu-strip >/dev/null 2>&1 || die "aarch64-linux-gnu-strip not found; fix: ./harness setup"
     rm -rf "$DR_DIR" "$DIR/.done-dynamorio"
@@ -237,7 +275,8 @@ fi
 {
     echo "kernel=$KERNEL_ABI $KERNEL_VERSION"
     for deb in "$DIR"/debs/*.deb; do dpkg-deb -f "$deb" Package Version | paste -sd' ' | sed 's/^/package=/'; done
-    done_step dynamorio && echo "dynamorio=$(cat "$DR_DIR/harness/version")"
+    # The version, and the commit when setup/dynamorio.sh built it (its harness-source.txt).
+    done_step dynamorio && echo "dynamorio=$(cat "$DR_DIR/harness/version")$(sed 's/^/ /' "$DR_DIR/harness-source.txt" 2>/dev/null)"
 } >"$DIR/guest.txt"
 py="$ROOT/.venv/bin/python"
 [[ -x "$py" ]] || die "the harness's venv is missing; fix: ./harness setup, then $FIX"
@@ -249,3 +288,7 @@ fi
 date -u +%FT%TZ >"$STAMP"
 say "the arm64 guest is built: $DIR ($(tail -n 1 "$DIR/check.log"))"
 say "took $(( $(date +%s) - started )) s; the cache holds $(du -sh "$DIR" | cut -f1) at $DIR"
+if [[ $DR_FAILED -eq 1 ]]; then
+    done_step dynamorio && had="the DynamoRIO it had ($(cat "$DR_DIR/harness/version"))" || had="no DynamoRIO"
+    die "the guest is built with $had: DynamoRIO's build failed (the line from setup/dynamorio.sh above); fix that and rerun $FIX"
+fi

@@ -18,10 +18,12 @@
 #                                    hwloc), then cross-build the pinned Open MPI 5.0.9 with its
 #                                    NEON/SVE op component into a cache outside the repository
 #                                    (setup/ompi5.sh); Debian's Open MPI 4.1 is left as it is
-#   setup/install.sh --with-arm64-vm also qemu-system-arm, cpio and cmake, then build the emulated
-#                                    AArch64 Linux guest (Debian's arm64 kernel, an initramfs with
-#                                    perf; DynamoRIO given by DYNAMORIO_HOME) into a cache outside
-#                                    the repository (setup/arm64-vm.sh)
+#   setup/install.sh --with-arm64-vm also qemu-system-arm, cpio, cmake, the cross g++, patch and
+#                                    bzip2, then build the emulated AArch64 Linux guest (Debian's
+#                                    arm64 kernel, an initramfs with perf; DynamoRIO built at a
+#                                    pinned commit by setup/dynamorio.sh, or given by
+#                                    DYNAMORIO_HOME) into a cache outside the repository
+#                                    (setup/arm64-vm.sh)
 #   setup/install.sh --force         ignore the stamp and recheck everything
 #   setup/install.sh --venv-only     only the Python venv: no apt, no tool checks (a cluster
 #                                    without apt or root, e.g. A64FX nodes; ./harness does
@@ -93,9 +95,11 @@ APT_GEM5=(scons python3-dev zlib1g-dev m4 libprotobuf-dev protobuf-compiler
 # Open MPI 5's build from a git checkout (autogen.pl) and its external hwloc (arm64 multiarch,
 # as for --with-mpi: the same guard, no removal).
 APT_OMPI5=(autoconf automake libtool flex perl libhwloc-dev:arm64)
-# The emulated AArch64 guest (issue 35): the system emulator, the initramfs packer, and cmake for
-# the DynamoRIO client. Its arm64 packages are downloaded (apt-get download), not installed.
-APT_ARM64_VM=(qemu-system-arm cpio cmake)
+# The emulated AArch64 guest (issue 35): the system emulator, the initramfs packer, and what
+# DynamoRIO's cross build (setup/dynamorio.sh) and the client need: cmake, the cross g++, patch
+# (DynamoRIO patches elfutils) and bzip2 (elfutils' tarball). Its arm64 packages are downloaded
+# (apt-get download), not installed.
+APT_ARM64_VM=(qemu-system-arm cpio cmake g++-aarch64-linux-gnu patch bzip2)
 # Where Debian's arm64 Open MPI puts its headers (the file the cheap recheck looks for).
 MPI_HEADER=/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h
 # Host toolchain named in every apt install command (protects it from removal).
@@ -527,7 +531,8 @@ if [[ $WITH_MPI -eq 1 ]]; then APT_PKGS+=("${APT_MPI[@]}"); fi
 if [[ $WITH_GEM5 -eq 1 ]]; then APT_PKGS+=("${APT_GEM5[@]}"); fi
 if [[ $WITH_SLURM -eq 1 ]]; then APT_PKGS+=("${APT_SLURM[@]}"); CMDS+=(slurmctld:slurmctld slurmd:slurmd sinfo:slurm-client munged:munge); fi
 if [[ $WITH_OMPI5 -eq 1 ]]; then APT_PKGS+=("${APT_OMPI5[@]}"); fi
-if [[ $WITH_ARM64_VM -eq 1 ]]; then APT_PKGS+=("${APT_ARM64_VM[@]}"); CMDS+=(qemu-system-aarch64:qemu-system-arm cpio:cpio cmake:cmake); fi
+if [[ $WITH_ARM64_VM -eq 1 ]]; then APT_PKGS+=("${APT_ARM64_VM[@]}"); CMDS+=(qemu-system-aarch64:qemu-system-arm cpio:cpio cmake:cmake
+    aarch64-linux-gnu-g++:g++-aarch64-linux-gnu patch:patch bzip2:bzip2); fi
 
 [[ -f "$REQS" ]] || die "requirements.txt missing at $REQS; restore it from git"
 [[ -f "$REQS_SLURM" ]] || die "requirements-slurm.txt missing at $REQS_SLURM; restore it from git"

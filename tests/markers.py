@@ -42,8 +42,8 @@ MARKERS = {
     "needs_ompi_src": "needs an Open MPI 5.0.9 source tree (OMPI_SRC, or the clone ./harness setup --with-ompi5 makes)",
     "needs_slurm": "needs slurm-wlm and munge (./harness setup --with-slurm)",
     "needs_perf": "needs a perf that can count on this host (linux-perf, perf_event_paranoid)",
-    "needs_arm64_vm": "needs the emulated AArch64 guest with DynamoRIO "
-                      "(DYNAMORIO_HOME=<AArch64 DynamoRIO> ./harness setup --with-arm64-vm)",
+    "needs_arm64_vm": "needs the emulated AArch64 guest with DynamoRIO (./harness setup --with-arm64-vm, which "
+                      "builds DynamoRIO at its pinned commit; or DYNAMORIO_HOME=<AArch64 DynamoRIO>)",
     "needs_arm64_guest": "needs the emulated AArch64 guest, DynamoRIO or not (./harness setup --with-arm64-vm)",
 }
 
@@ -124,6 +124,10 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "harness": (),
     "read_only_dir": (),
     "full_disk": (),
+    # test_dynamorio_setup.py
+    "dr_env": (),
+    "other_commit": (),
+    "mirror": (),
     # test_figures.py
     "drawn": (SLOW,),  # every figure of the default plan drawn: about 10 s
     # test_gem5_setup.py

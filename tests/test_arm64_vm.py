@@ -45,7 +45,9 @@ def test_path_says_not_built_and_names_the_command(cache_env: dict[str, str]) ->
     assert proc.stderr == (f"setup/arm64-vm.sh: the arm64 guest is not built (it would be {where}; "
                            "fix: ./harness setup --with-arm64-vm)\n")
     proc = setup(cache_env, "--dynamorio")
-    assert proc.returncode == 1 and "DYNAMORIO_HOME=<AArch64 DynamoRIO install> ./harness setup --with-arm64-vm" in proc.stderr
+    assert (proc.returncode, proc.stderr) == (1, "setup/arm64-vm.sh: the arm64 guest has no DynamoRIO (fix: ./harness "
+                                                 "setup --with-arm64-vm, which builds it; or DYNAMORIO_HOME=<AArch64 "
+                                                 "DynamoRIO install> ./harness setup --with-arm64-vm)\n")
     where.mkdir(parents=True)
     (where / "installed").write_text("x\n")
     assert setup(cache_env, "--path").stdout == f"{where}\n"
