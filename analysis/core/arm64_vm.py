@@ -66,7 +66,7 @@ class GuestHang(GuestError):
 @dataclass(frozen=True)
 class Guest:
     dir: Path
-    dynamorio: Path | None  # the DynamoRIO tree the guest mounts, when setup was given one
+    dynamorio: Path | None  # the DynamoRIO tree the guest mounts, when setup built or was given one
 
     @property
     def kernel(self) -> Path:
