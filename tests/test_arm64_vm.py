@@ -129,6 +129,25 @@ def test_dynamorio_runs_only_the_vls_it_supports() -> None:
             arm64_vm.dynamorio_command(vl, ["./k"])
 
 
+def test_the_guest_has_one_vcpu_with_or_without_icount(tmp_path: Path) -> None:
+    """A batch runs its commands one after another: a second vCPU only cost CPU time (a boot took
+    4.4 CPU s with two, 2.8 with one), so every guest, DynamoRIO's included, gets one."""
+    guest = arm64_vm.Guest(tmp_path, None)
+    for icount in (False, True):
+        cmd = arm64_vm.qemu_command(guest, tmp_path, icount)
+        assert cmd[cmd.index("-smp") + 1] == "1" and cmd.count("-smp") == 1
+
+
+def test_the_roi_client_counts_inline_and_calls_out_only_at_markers() -> None:
+    """The ROI client adds each segment's counts with inline instructions; its one clean call is
+    at the markers. A clean call per executed segment (its first version) saved and restored
+    every register, SVE state included, and made most of a DynamoRIO process's cost."""
+    src = (REPO / "armie_clients" / "dynamorio" / "roi_inscount.c").read_text()
+    assert src.count("dr_insert_clean_call(") == 1
+    assert "dr_insert_clean_call(drcontext, bb, instr, (void *)mark," in src
+    assert "drreg_static" in (REPO / "armie_clients" / "dynamorio" / "CMakeLists.txt").read_text()
+
+
 @pytest.mark.slow
 @pytest.mark.needs_arm64_vm
 def test_a_hanging_batch_is_killed_at_its_limit_and_named() -> None:

@@ -37,6 +37,12 @@ APPEND = "console=ttyAMA0 rdinit=/init panic=-1 quiet"
 # pauth-impdef: QEMU's default QARMA pointer authentication made the boot 4x slower (11.8 s
 # against 3.0 s to init, ../shared/reference/arm64-vm-dynamorio.md).
 CPU = "max,pauth-impdef=on"
+# One vCPU: a batch runs its commands one after another, so a second vCPU had no work, yet cost
+# CPU time: a boot took 4.4 CPU s with two against 2.8 with one (2026-11-27), and with two, every
+# TLB invalidation of the guest kernel (DynamoRIO maps and unmaps its code cache, heaps and
+# stacks) is broadcast to the other vCPU's thread. Parallel work is parallel guests, one per core
+# (armie_guest). -icount needs one anyway (it is incompatible with multi-threaded TCG).
+CPUS = 1
 # Where the guest's /init mounts the two shares.
 GUEST_BATCH = "/mnt/batch"
 GUEST_DYNAMORIO = "/opt/dynamorio"
@@ -134,10 +140,10 @@ def missing() -> str | None:
 
 def qemu_command(guest: Guest, share: Path, icount: bool = False) -> list[str]:
     """The guest's command line. icount: precise instruction counting (-icount shift=0) for
-    the PMU's instructions event, which also makes TCG single-threaded."""
+    the PMU's instructions event."""
     # -nic none: no network in the guest (and no NIC option ROM, which needs ipxe-qemu).
     cmd = [QEMU, "-M", "virt", "-cpu", CPU, "-m", "2G", "-nographic", "-no-reboot", "-nic", "none",
-           "-smp", "1" if icount else "2",
+           "-smp", str(CPUS),
            "-kernel", str(guest.kernel), "-initrd", str(guest.initrd), "-append", APPEND,
            "-fsdev", f"local,id=batch,path={share},security_model=none",
            "-device", "virtio-9p-device,fsdev=batch,mount_tag=batch"]

@@ -39,8 +39,16 @@
  *   -noROI       count the whole program instead of the ROI
  *   -shared_libs count every module (default: the main executable only)
  *
- * Single-threaded programs only: the counters are plain globals updated by
- * clean calls (the harness's kernels run one thread; MPI ranks are processes).
+ * Counting is inline: each segment of a block adds its instruction and SVE
+ * counts to two globals with a load/add/store through two scratch registers
+ * (drreg), about a dozen instructions. A clean call there (the first version)
+ * saved and restored every register at each executed segment, on AArch64 the
+ * SVE Z, P and FFR registers too, in system-mode TCG; only the rare markers
+ * make clean calls.
+ *
+ * Single-threaded programs only: the counters are plain globals, updated
+ * without atomics (the harness's kernels run one thread; MPI ranks are
+ * processes).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,6 +56,7 @@
 
 #include "dr_api.h"
 #include "drmgr.h"
+#include "drreg.h"
 
 #define ROI_BEGIN 0x2520e020u
 #define ROI_END 0x2520e040u
@@ -55,7 +64,11 @@
 /* Note offsets of the three labels: ROI begin, ROI end, run mark. */
 enum { NOTE_BEGIN, NOTE_END, NOTE_RUN, NOTES };
 
-static uint64 total, sve;             /* every counted instruction */
+/* Every counted instruction and its SVE ones, next to each other: the inline update loads
+ * the array's address once for both. */
+static uint64 counters[2];
+#define total counters[0]
+#define sve counters[1]
 static uint64 roi_total, roi_sve;     /* closed ROIs */
 static uint64 begin_total, begin_sve; /* the counters at the open ROI's begin */
 static uint64 begins, ends;
@@ -109,12 +122,32 @@ counted(void *tag)
     return shared_libs || (pc >= exe_start && pc < exe_end);
 }
 
-/* Clean calls: no floating-point or SVE state is touched, so none is saved. */
+/* Before `where`: total += n; sve += m (m == 0: no store to sve). Two scratch registers from
+ * drreg (it spills and restores the application's values); add takes n and m as 12-bit
+ * immediates, and a block holds far fewer instructions than 4096. */
 static void
-add(uint n, uint m)
+insert_add(void *drcontext, instrlist_t *bb, instr_t *where, uint n, uint m)
 {
-    total += n;
-    sve += m;
+    reg_id_t base, value;
+    if (drreg_reserve_register(drcontext, bb, where, NULL, &base) != DRREG_SUCCESS ||
+        drreg_reserve_register(drcontext, bb, where, NULL, &value) != DRREG_SUCCESS)
+        DR_ASSERT_MSG(false, "roi_inscount: no scratch register");
+    instrlist_insert_mov_immed_ptrsz(drcontext, (ptr_int_t)counters, opnd_create_reg(base), bb,
+                                     where, NULL, NULL);
+    for (int i = 0; i < 2; i++) {
+        uint k = i == 0 ? n : m;
+        if (k == 0)
+            continue;
+        DR_ASSERT(k < 4096);
+        opnd_t slot = OPND_CREATE_MEMPTR(base, i * (int)sizeof(uint64));
+        instrlist_meta_preinsert(bb, where, XINST_CREATE_load(drcontext, opnd_create_reg(value), slot));
+        instrlist_meta_preinsert(bb, where, XINST_CREATE_add(drcontext, opnd_create_reg(value),
+                                                             OPND_CREATE_INT((int)k)));
+        instrlist_meta_preinsert(bb, where, XINST_CREATE_store(drcontext, slot, opnd_create_reg(value)));
+    }
+    if (drreg_unreserve_register(drcontext, bb, where, base) != DRREG_SUCCESS ||
+        drreg_unreserve_register(drcontext, bb, where, value) != DRREG_SUCCESS)
+        DR_ASSERT(false);
 }
 
 /* The ROI state of one run (or of a whole single-run process). */
@@ -210,7 +243,7 @@ event_app2app(void *drcontext, void *tag, instrlist_t *bb, bool for_trace, bool 
 }
 
 /* A segment is a run of application instructions between the block's ends and marker
- * labels: one add() at its first instruction counts all of it. A marker's mark() runs
+ * labels: one inline add at its first instruction counts all of it. A marker's mark() runs
  * after the segment before it was added and before the one after it is. */
 static dr_emit_flags_t
 event_insert(void *drcontext, void *tag, instrlist_t *bb, instr_t *instr, bool for_trace,
@@ -244,8 +277,7 @@ event_insert(void *drcontext, void *tag, instrlist_t *bb, instr_t *instr, bool f
         if (is_sve(encoding(in)))
             m++;
     }
-    dr_insert_clean_call(drcontext, bb, instr, (void *)add, false, 2, OPND_CREATE_INT32((int)n),
-                         OPND_CREATE_INT32((int)m));
+    insert_add(drcontext, bb, instr, n, m);
     return DR_EMIT_DEFAULT;
 }
 
@@ -265,6 +297,7 @@ event_exit(void)
     }
     drmgr_unregister_bb_app2app_event(event_app2app);
     drmgr_unregister_bb_insertion_event(event_insert);
+    drreg_exit();
     drmgr_exit();
 }
 
@@ -288,7 +321,9 @@ dr_client_main(client_id_t id, int argc, const char *argv[])
     exe_start = exe->start;
     exe_end = exe->end;
     dr_free_module_data(exe);
-    if (!drmgr_init())
+    /* Two spill slots: the inline add's two scratch registers. */
+    drreg_options_t ops = { sizeof(ops), 2, false };
+    if (!drmgr_init() || drreg_init(&ops) != DRREG_SUCCESS)
         DR_ASSERT(false);
     note_base = drmgr_reserve_note_range(NOTES);
     DR_ASSERT(note_base != DRMGR_NOTE_NONE);
