@@ -18,7 +18,7 @@ import pytest
 
 from analysis.backends import Plan, perf, perf_guest, qemu
 from analysis.core import config
-from analysis.stages import build, checks, figures
+from analysis.stages import build, checks, count, figures
 from conftest import REPO, snakemake
 
 DEFAULT = REPO / "configs" / "default.yaml"
@@ -191,3 +191,18 @@ def test_the_guest_runs_perf_only_when_the_sweep_asks(monkeypatch: pytest.Monkey
         asked = perf.detect(guest_sweep())
         assert asked is not None and (asked.sve, asked.guest) == (built, built)
         assert built or "perf/sve: guest, but the emulated AArch64 guest is not built" in asked.messages[-1]
+
+
+def test_a_guest_job_takes_one_core_a_native_measurement_every_core(tmp_path: Path) -> None:
+    """perf's native measurements run alone (EXCLUSIVE); a job in the guest is one single-threaded
+    QEMU (-icount), so its plan says so and the workflow gives it one core: two run side by side."""
+    sweep = guest_sweep()
+    jobs = {j.binary.build: j for j in perf.perf_jobs(sweep, True, True)}
+    ready = perf.Ready({}, found={"perf": "perf", "sve": True, "host": True, "guest": True})
+    for build_name, alone in (("vla", False), ("host", True)):
+        settings = perf.settings(sweep, jobs[build_name], ready)
+        plan = tmp_path / f"{build_name}.json"
+        plan.write_text(Plan("perf", "k", "native", (), (), {}, {}, settings).to_json())
+        assert count.exclusive(plan) is alone, build_name
+    plan.write_text(Plan("qemu", "k", "max", (), (), {}, {}, {}).to_json())
+    assert count.exclusive(plan) is False

@@ -191,10 +191,12 @@ def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
     p = sweep.perf
     assert p is not None
     row = sweep.table.row(job.binary.kernel, job.binary.variant)
+    guest = bool(ready.found.get("guest")) and job.binary.build == "vla"
     return {"perf": ready.found["perf"], "events": list(p.events), "calls": p.calls, "warmup": p.warmup,
             "flush_bytes": int(p.flush.get(row.family, 0)), "core": p.core, "processes": p.processes,
-            "traffic": sweep.table.families[row.family].traffic,
-            "guest": bool(ready.found.get("guest")) and job.binary.build == "vla"}
+            "traffic": sweep.table.families[row.family].traffic, "guest": guest,
+            # A guest job is one single-threaded QEMU (-icount): two run side by side on two cores.
+            "exclusive": not guest}
 
 
 def inputs(build_dir: Path) -> list[str]:
