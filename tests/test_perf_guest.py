@@ -124,6 +124,8 @@ def test_a_cell_command_runs_each_process_with_fresh_control_fifos() -> None:
     assert "rm -f /tmp/perf.csv /tmp/perf-times.txt /tmp/ctl /tmp/ack; mkfifo /tmp/ctl /tmp/ack" in cmd
     assert "perf stat -x ';' -o /tmp/perf.csv --control fd:3,4 -D -1 -e instructions:u -- ./bin/k 0256" in cmd
     assert "while [ $k -lt 30 ]" in cmd
+    # From the guest's tmpfs (a copy of the share's bin/), in a folder named as long as the share.
+    assert cmd.startswith(f"cd {perf_guest.WORKDIR}\n") and len(perf_guest.WORKDIR) == len(perf_guest.arm64_vm.GUEST_BATCH)
 
 
 def test_a_process_that_failed_in_the_guest_names_the_cell_and_its_error() -> None:

@@ -25,8 +25,8 @@ from typing import Any, Iterator, TextIO
 from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, check_vl_seen, no_report,
                                parse_ok_line, perf_guest, staged)
 from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.X names them as before
-    BANDWIDTH, NOT_COUNTED, OK, SEP, TIME, UNKNOWN, UNSUPPORTED, describe, parse_csv, parse_times, stats_rows,
-    traffic_bytes)
+    BANDWIDTH, NOT_COUNTED, OK, SEP, TIME, UNKNOWN, UNSUPPORTED, describe, parse_csv, parse_times, stat_command,
+    stats_rows, traffic_bytes)
 from analysis.core import config
 from analysis.core.config import Job, KernelRow, Run, Sweep
 
@@ -250,10 +250,9 @@ def probe_events(perf: str, events: list[str]) -> dict[str, str]:
 
 
 def perf_command(perf: str, events: list[str], csv: Path, ctl: tuple[int, int], core: int, exe: Path, argv: list[str]) -> list[str]:
-    """ctl = (fd perf reads commands from, fd perf writes acks to)."""
-    return [perf, "stat", "-x", SEP, "-o", str(csv), "--control", f"fd:{ctl[0]},{ctl[1]}", "-D", "-1",
-            "-e", ",".join(events), "--", shutil.which("taskset") or "taskset", "-c", str(core),
-            f"./{exe.name}", *argv]
+    """ctl = (fd perf reads commands from, fd perf writes acks to); the process pinned to `core`."""
+    return stat_command(perf, events, str(csv), ctl,
+                        [shutil.which("taskset") or "taskset", "-c", str(core), f"./{exe.name}", *argv])
 
 
 @dataclass(frozen=True)
