@@ -17,9 +17,12 @@ follows each "ack\n" with a NUL that the kernel's next read skips, and a NUL lef
 process before would add one read (27 user instructions) to the next process's first window.
 
 What the counts are (measured, docs/guide/arm64-vm.md): per process, `calls` x (the QEMU
-plugins' roi.total of the cell + w) - FIRST_ACK, w the instructions of the control round trip in
-the window (326 to 328: the same for every cell of one binary); now and then one process of a cell
-counts a multiple of 9 more (clock_gettime in the window).
+plugins' roi.total of the cell + w) - FIRST_ACK, w = 327 (the control round trip) + 1 where the
+window runs SVE code (its first SVE instruction traps after the ack's read system call, counted
+once more) - what the QEMU build's call of the kernel sets up more than the perf build's (0 to 2
+instructions, objdump): 326 to 328, the same for every cell of one binary, not one number because
+the two builds' drivers are compiled apart. Now and then one process of a cell counts a multiple
+of 9 more (clock_gettime in the window).
 """
 from __future__ import annotations
 
