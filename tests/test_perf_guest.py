@@ -213,3 +213,16 @@ def test_a_guest_job_takes_one_core_a_native_measurement_every_core(tmp_path: Pa
         assert count.exclusive(plan) is alone, build_name
     plan.write_text(Plan("qemu", "k", "max", (), (), {}, {}, {}).to_json())
     assert count.exclusive(plan) is False
+
+
+def test_the_guest_runs_the_papers_30_processes_unless_the_sweep_says_fewer() -> None:
+    """perf/guest_processes: a knob for the guest's runs only (counts, not timing); absent, the
+    guest runs `processes` (the paper's 30) as the native runs do."""
+    sweep = guest_sweep()
+    assert sweep.perf is not None
+    jobs = {j.binary.build: j for j in perf.perf_jobs(sweep, True, True)}
+    ready = perf.Ready({}, found={"perf": "perf", "sve": True, "host": True, "guest": True})
+    assert perf.settings(sweep, jobs["vla"], ready)["processes"] == 30
+    fewer = dataclasses.replace(sweep, perf=dataclasses.replace(sweep.perf, guest_processes=3))
+    assert perf.settings(fewer, jobs["vla"], ready)["processes"] == 3
+    assert perf.settings(fewer, jobs["host"], ready)["processes"] == 30

@@ -138,7 +138,9 @@ def plan(sweep: Sweep) -> PerfPlan | None:
         return None
     jobs = perf_jobs(sweep, status.sve, status.host)
     assert sweep.perf is not None
-    return PerfPlan(status, jobs, sum(len(j.runs) for j in jobs) * sweep.perf.processes)
+    p = sweep.perf
+    guest = (p.guest_processes or p.processes) if status.guest else p.processes
+    return PerfPlan(status, jobs, sum(len(j.runs) * (guest if j.binary.build == "vla" else p.processes) for j in jobs))
 
 
 def perf_jobs(sweep: Sweep, sve: bool, host: bool) -> list[Job]:
@@ -193,7 +195,8 @@ def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
     row = sweep.table.row(job.binary.kernel, job.binary.variant)
     guest = bool(ready.found.get("guest")) and job.binary.build == "vla"
     return {"perf": ready.found["perf"], "events": list(p.events), "calls": p.calls, "warmup": p.warmup,
-            "flush_bytes": int(p.flush.get(row.family, 0)), "core": p.core, "processes": p.processes,
+            "flush_bytes": int(p.flush.get(row.family, 0)), "core": p.core,
+            "processes": p.guest_processes if guest and p.guest_processes else p.processes,
             "traffic": sweep.table.families[row.family].traffic, "guest": guest,
             # A guest job is one single-threaded QEMU (-icount): two run side by side on two cores.
             "exclusive": not guest}
