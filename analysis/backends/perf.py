@@ -109,8 +109,8 @@ def detect(sweep: Sweep) -> PerfStatus | None:
         status.messages.append(f"perf: SVE runs skipped: perf/sve: guest, but the emulated AArch64 guest is not "
                                f"built: {perf_guest.arm64_vm.FIX}")
     else:
-        # The guest only when asked for: its runs cost about an hour of two cores for the default
-        # sweep's Fig. 11/12 jobs (docs/guide/arm64-vm.md), more than the rest of the sweep.
+        # The guest only when asked for: with the paper's 30 processes a cell its runs cost most of
+        # an hour of two cores for the default sweep's Fig. 11/12 jobs (docs/guide/arm64-vm.md).
         after = "" if perf_guest.missing() is None else f", after {perf_guest.arm64_vm.FIX}"
         status.messages.append(
             f"perf: SVE runs skipped: this host ({platform.machine()}) has no SVE; run the sweep on an "
