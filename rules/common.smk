@@ -3,6 +3,7 @@
 # with one line naming the fix.
 import shlex
 import sys
+from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 
@@ -69,6 +70,14 @@ def stamp(name):
 
 def job_output(job):
     return str(N.job_path(SWEEP.results_dir / "raw", job, ".json"))
+
+
+def job_threads(backend):
+    """A job's `threads:` every core for a backend whose jobs take the machine (timing runs),
+    unless the job's plan says otherwise (analysis.stages.count.exclusive); else one."""
+    if not backend.EXCLUSIVE:
+        return 1
+    return lambda wildcards, input: workflow.cores if N.exclusive(Path(input.plan)) else 1
 
 
 def literal(text):

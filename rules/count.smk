@@ -23,8 +23,9 @@ for _backend in R.REGISTRY.values():
             f"{RESULTS}/logs/{_backend.STAGE}/{_where}.log",
         # Through Slurm: short cells share a Slurm job with their neighbours, long ones are one each.
         group: grouped(cell_group(_backend.NAME) if _backend.GROUPED else None)
-        # A measurement takes every core the workflow has, so nothing else runs beside it.
-        threads: workflow.cores if _backend.EXCLUSIVE else 1
+        # A measurement takes every core the workflow has, so nothing else runs beside it (its plan
+        # may say it needs one: perf's runs in the emulated guest, one single-threaded QEMU each).
+        threads: job_threads(_backend)
         resources:
             runtime=cell_minutes(_backend.NAME),
         shell:

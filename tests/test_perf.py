@@ -202,23 +202,30 @@ def test_skip_lines_name_the_reason(tmp_path: Path) -> None:
 
 # --- the native SVE build under QEMU: prctl sets the VL, rdvl checks it -----------------------
 
-@pytest.fixture(scope="module")
-def sve_native(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The copy-acle_4v perf binary as the native SVE build makes it, but cross-compiled (static)
-    so that QEMU runs it: the closest this machine gets to A64FX."""
-    out = tmp_path_factory.mktemp("svenative")
+def _native(out: Path, kernel: tuple[str, str], family: str | None = None) -> Path:
+    """A perf binary as the native SVE build makes it (driver and kernel sources; the family's
+    flags and generated header), but cross-compiled (static) so that QEMU runs it: the closest
+    this machine gets to A64FX."""
     gen = out / "gen"
     gen.mkdir()
+    table = config.load(REPO / "configs" / "default.yaml").table
+    (gen / "reduce_matrix.h").write_text(build.reduce_matrix_header(table))
+    flags = build.family_flags(table, family) if family else []
     objs = []
-    for src in ("kernels/copy/driver.c", "kernels/copy/acle_4v.c", "kernels/harness/harness.c", "kernels/roi/roi_perf.c"):
+    for src in (*kernel, "kernels/harness/harness.c", "kernels/roi/roi_perf.c"):
         obj = out / (Path(src).stem + ".o")
-        cmd = ["aarch64-linux-gnu-gcc", *toolchain.NATIVE_CFLAGS["vla"], f"-I{build.INCLUDE}", f"-I{gen}",
+        cmd = ["aarch64-linux-gnu-gcc", *toolchain.NATIVE_CFLAGS["vla"], *flags, f"-I{build.INCLUDE}", f"-I{gen}",
                "-c", str(REPO / src), "-o", str(obj)]
         subprocess.run(cmd, check=True, capture_output=True)
         objs.append(str(obj))
     exe = out / "k"
     subprocess.run(["aarch64-linux-gnu-gcc", "-static", "-o", str(exe), *objs], check=True, capture_output=True)
     return exe
+
+
+@pytest.fixture(scope="module")
+def sve_native(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _native(tmp_path_factory.mktemp("svenative"), ("kernels/copy/driver.c", "kernels/copy/acle_4v.c"))
 
 
 def _qemu(exe: Path, cpu: str, vl: int, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -252,6 +259,21 @@ def test_native_build_repeats_the_call(sve_native: Path, tmp_path: Path) -> None
     lines = times.read_text().split()
     assert lines[:6] == ["warmup", "2", "calls", "3", "measured", "3"]
     assert len(lines) == 9 and all(int(x) > 0 for x in lines[6:])
+
+
+@pytest.mark.slow
+def test_a_repeated_call_copies_its_reset_back_instead_of_computing_it(tmp_path: Path) -> None:
+    """reduce's reset refills its inputs before every call: the fill made before the first call is
+    copied back (harness.c), not computed again each call (in the emulated guest that made ten
+    times the kernel's instructions a call at 16 MiB). Seen in the shared folder of preparations:
+    the fill and the scalar reference, not one fill more per call."""
+    exe = _native(tmp_path, ("kernels/reduce/driver.c", "kernels/reduce/acle.c"), "reduce")
+    (tmp_path / "prep").mkdir()
+    proc = subprocess.run(["env", "-i", "SVE_HARNESS_CALLS=3", "SVE_HARNESS_WARMUP=1", "qemu-aarch64", "-cpu", "max",
+                           str(exe), "256", "4096", "op=max", "dtype=float", "nan=1"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("ok vl=256 size=4096 "), proc.stderr
+    assert sorted(f.name.split("-")[0] for f in (tmp_path / "prep").iterdir()) == ["p0", "p1"]
 
 
 # --- end to end on this machine: host-native builds, software events --------------------------

@@ -107,7 +107,7 @@ class Backend(Protocol):
     STAGE: str  # the workflow stage its jobs belong to (count, simulate, measure): their log folder
     MARKER: str  # kernels/roi/ source of the ROI marker object its binaries link (.S: one per
     #              compiler; .c: one per build)
-    EXCLUSIVE: bool  # a job takes every core (timing measurements)
+    EXCLUSIVE: bool  # a job takes every core (timing measurements), unless its settings say "exclusive": false
     GROUPED: bool  # through Slurm its cells share grouped Slurm jobs (short cells); else one Slurm job per cell
     TABLE: str  # the table its rows go to: counts.csv, or perf.csv (statistics over processes: such a
     #             backend also has stats_rows(meta, record), its rows of that table, and

@@ -25,8 +25,8 @@ from typing import Any, Iterator, TextIO
 from analysis.backends import (GUEST_META, Bench, Plan, Ready, RecordError, RunError, cell_name, check_vl_seen,
                                no_report, parse_ok_line, perf_guest, staged)
 from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.X names them as before
-    BANDWIDTH, NOT_COUNTED, OK, SEP, TIME, UNKNOWN, UNSUPPORTED, describe, parse_csv, parse_times, stats_rows,
-    traffic_bytes)
+    BANDWIDTH, NOT_COUNTED, OK, SEP, TIME, UNKNOWN, UNSUPPORTED, describe, parse_csv, parse_times, stat_command,
+    stats_rows, traffic_bytes)
 from analysis.backends.perf_guest_check import stats_report  # perf_summary.md: its counts in the guest vs QEMU's
 from analysis.core import config
 from analysis.core.config import Job, KernelRow, Run, Sweep
@@ -121,8 +121,8 @@ def detect(sweep: Sweep) -> PerfStatus | None:
         status.messages.append(f"perf: SVE runs skipped: perf/sve: guest, but the emulated AArch64 guest is not "
                                f"built: {perf_guest.arm64_vm.FIX}")
     else:
-        # The guest only when asked for: its runs cost about an hour of two cores for the default
-        # sweep's Fig. 11/12 jobs (docs/guide/arm64-vm.md), more than the rest of the sweep.
+        # The guest only when asked for: with the paper's 30 processes a cell its runs cost most of
+        # an hour of two cores for the default sweep's Fig. 11/12 jobs (docs/guide/arm64-vm.md).
         after = "" if perf_guest.missing() is None else f", after {perf_guest.arm64_vm.FIX}"
         status.messages.append(
             f"perf: SVE runs skipped: this host ({platform.machine()}) has no SVE; run the sweep on an "
@@ -150,7 +150,9 @@ def plan(sweep: Sweep) -> PerfPlan | None:
         return None
     jobs = perf_jobs(sweep, status.sve, status.host)
     assert sweep.perf is not None
-    return PerfPlan(status, jobs, sum(len(j.runs) for j in jobs) * sweep.perf.processes)
+    p = sweep.perf
+    guest = (p.guest_processes or p.processes) if status.guest else p.processes
+    return PerfPlan(status, jobs, sum(len(j.runs) * (guest if j.binary.build == "vla" else p.processes) for j in jobs))
 
 
 def perf_jobs(sweep: Sweep, sve: bool, host: bool) -> list[Job]:
@@ -203,10 +205,13 @@ def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
     p = sweep.perf
     assert p is not None
     row = sweep.table.row(job.binary.kernel, job.binary.variant)
+    guest = bool(ready.found.get("guest")) and job.binary.build == "vla"
     return {"perf": ready.found["perf"], "events": list(p.events), "calls": p.calls, "warmup": p.warmup,
-            "flush_bytes": int(p.flush.get(row.family, 0)), "core": p.core, "processes": p.processes,
-            "traffic": sweep.table.families[row.family].traffic,
-            "guest": bool(ready.found.get("guest")) and job.binary.build == "vla"}
+            "flush_bytes": int(p.flush.get(row.family, 0)), "core": p.core,
+            "processes": p.guest_processes if guest and p.guest_processes else p.processes,
+            "traffic": sweep.table.families[row.family].traffic, "guest": guest,
+            # A guest job is one single-threaded QEMU (-icount): two run side by side on two cores.
+            "exclusive": not guest}
 
 
 def inputs(build_dir: Path) -> list[str]:
@@ -260,10 +265,9 @@ def probe_events(perf: str, events: list[str]) -> dict[str, str]:
 
 
 def perf_command(perf: str, events: list[str], csv: Path, ctl: tuple[int, int], core: int, exe: Path, argv: list[str]) -> list[str]:
-    """ctl = (fd perf reads commands from, fd perf writes acks to)."""
-    return [perf, "stat", "-x", SEP, "-o", str(csv), "--control", f"fd:{ctl[0]},{ctl[1]}", "-D", "-1",
-            "-e", ",".join(events), "--", shutil.which("taskset") or "taskset", "-c", str(core),
-            f"./{exe.name}", *argv]
+    """ctl = (fd perf reads commands from, fd perf writes acks to); the process pinned to `core`."""
+    return stat_command(perf, events, str(csv), ctl,
+                        [shutil.which("taskset") or "taskset", "-c", str(core), f"./{exe.name}", *argv])
 
 
 @dataclass(frozen=True)

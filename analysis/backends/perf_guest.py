@@ -17,9 +17,12 @@ follows each "ack\n" with a NUL that the kernel's next read skips, and a NUL lef
 process before would add one read (27 user instructions) to the next process's first window.
 
 What the counts are (measured, docs/guide/arm64-vm.md): per process, `calls` x (the QEMU
-plugins' roi.total of the cell + w) - FIRST_ACK, w the instructions of the control round trip in
-the window (326 to 328: the same for every cell of one binary); now and then one process of a cell
-counts a multiple of 9 more (clock_gettime in the window).
+plugins' roi.total of the cell + w) - FIRST_ACK, w = 327 (the control round trip) + 1 where the
+window runs SVE code (its first SVE instruction traps after the ack's read system call, counted
+once more) - what the QEMU build's call of the kernel sets up more than the perf build's (0 to 2
+instructions, objdump): 326 to 328, the same for every cell of one binary, not one number because
+the two builds' drivers are compiled apart. Now and then one process of a cell counts a multiple
+of 9 more (clock_gettime in the window).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from analysis.backends import RunError, cell_name, check_vl_seen, parse_ok_line
-from analysis.backends.perf_table import OK, SEP, UNSUPPORTED, parse_csv, parse_times
+from analysis.backends.perf_table import OK, UNSUPPORTED, parse_csv, parse_times, stat_command
 from analysis.core import arm64_vm
 from analysis.core.toolchain import compiler_for
 from analysis.core.run import Run
@@ -69,24 +72,31 @@ def env_line(s: dict[str, Any]) -> str:
         "SVE_HARNESS_PERF_CTL_FD": 3, "SVE_HARNESS_PERF_ACK_FD": 4}.items())
 
 
-def process_command(exe: str, argv: list[str], s: dict[str, Any]) -> list[str]:
+def process_command(exe: str, argv: list[str]) -> list[str]:
     """One process's perf command, as analysis.backends.perf.perf_command builds it natively (no
     taskset: the guest has one vCPU)."""
-    return ["perf", "stat", "-x", SEP, "-o", "/tmp/perf.csv", "--control", "fd:3,4", "-D", "-1",
-            "-e", f"{EVENT}:u", "--", exe, *argv]
+    return stat_command("perf", [f"{EVENT}:u"], "/tmp/perf.csv", (3, 4), [exe, *argv])
 
 
+# Where the processes run: the job's binary is copied once from the 9p share to the guest's
+# tmpfs (an exec from the share reads the binary's pages over 9p: 0.09 of a 4 KiB process's 0.33 s,
+# measured), into a folder whose path is as long as the share's, so that the processes' working
+# directory (PWD in their environment) and so their stacks are laid out as before.
+WORKDIR = "/tmp/batch"
+STAGE = f"mkdir -p {WORKDIR}/bin && cp ./bin/* {WORKDIR}/bin/"
 # A cell's command: `processes` processes, each with new FIFOs on the guest's tmpfs (the 9p share
 # cannot hold FIFOs), each printing its status, output, perf's CSV and the call times between
 # @@ lines that `parse_cell` splits.
-CELL = """p() {{ rm -f /tmp/perf.csv /tmp/perf-times.txt /tmp/ctl /tmp/ack; mkfifo /tmp/ctl /tmp/ack
+CELL = """cd {workdir}
+p() {{ rm -f /tmp/perf.csv /tmp/perf-times.txt /tmp/ctl /tmp/ack; mkfifo /tmp/ctl /tmp/ack
 ( exec 3<>/tmp/ctl 4<>/tmp/ack; {env} exec {cmd} >/tmp/o 2>/tmp/e ); rc=$?
 echo "@@proc $rc"; cat /tmp/o; echo @@csv; cat /tmp/perf.csv; echo @@times; cat /tmp/perf-times.txt; echo @@err; tail -n 3 /tmp/e; }}
 mkdir -p /tmp; k=0; while [ $k -lt {n} ]; do p; k=$((k+1)); done"""
 
 
 def cell_command(exe: str, run: Run, s: dict[str, Any]) -> str:
-    return CELL.format(env=env_line(s), cmd=shlex.join(process_command(exe, run.argv(), s)), n=s["processes"])
+    return CELL.format(workdir=WORKDIR, env=env_line(s), cmd=shlex.join(process_command(exe, run.argv())),
+                       n=s["processes"])
 
 
 def parse_cell(text: str, cell: str, calls: int) -> list[dict[str, Any]]:
@@ -119,11 +129,13 @@ def run_job(plan: Any, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]
     # Each process gets the time limit of one QEMU run of its cell: that is for one call under the
     # counting plugins, and a call in the guest, without plugins, is many times faster.
     limit = min(MAX_BATCH_SECONDS, BOOT_SECONDS + sum(s["processes"] * (PROCESS_SECONDS + t) for t in plan.time_limits))
-    commands = ["perf --version"] + [cell_command(exe, run, s) for run in plan.runs]
+    commands = ["perf --version", STAGE] + [cell_command(exe, run, s) for run in plan.runs]
     batch = arm64_vm.run_batch(guest, commands, {exe[2:]: binary}, limit, f"perf batch {binary.name}", icount=True)
     events = {ev: (OK if ev == EVENT else UNSUPPORTED) for ev in s["events"]}
     records = []
-    for i, (run, out) in enumerate(zip(plan.runs, batch.outputs[1:]), 1):
+    if batch.outputs[1].rc != 0:
+        raise RunError(f"{binary.name}: cannot copy the binary to the guest's {WORKDIR}: {batch.outputs[1].stderr.strip()[-200:]!r}")
+    for i, (run, out) in enumerate(zip(plan.runs, batch.outputs[2:]), 1):
         cell = cell_name(binary, "native", run)
         procs = parse_cell(out.stdout, cell, s["calls"])
         if len(procs) != s["processes"]:
@@ -135,7 +147,7 @@ def run_job(plan: Any, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]
         print(f"[{i}/{len(plan.runs)}] {cell}: {len(procs)} processes x {s['calls']} calls in the guest, "
               f"instructions:u per process {counts}", file=log, flush=True)
         records.append({"vl": run.vl, "size": run.size, "op": run.op, "dtype": run.dtype, "argv": run.argv(),
-                        "checksum": procs[0]["checksum"], "command": process_command(exe, run.argv(), s),
+                        "checksum": procs[0]["checksum"], "command": process_command(exe, run.argv()),
                         "processes": [{"counters": [_counter(ev, st, p) for ev, st in events.items()],
                                        "times_ns": p["times_ns"], "seconds": None} for p in procs]})
     extra = {"cpu": GUEST_CPU, "caveat": LABEL, "traffic": s["traffic"], "events": events, "calls": s["calls"],

@@ -62,6 +62,14 @@ def stats_rows(meta: dict[str, Any], rec: dict[str, Any]) -> list[dict[str, Any]
     return rows
 
 
+def stat_command(perf: str, events: list[str], csv: str, ctl: tuple[int, int], argv: list[str]) -> list[str]:
+    """One measured process, natively and in the guest: `perf stat` with its counters disabled
+    until the kernel's roi_perf.o writes "enable" to the control descriptor ctl[0] (acks on
+    ctl[1]), CSV to `csv`, the process `argv` (its own command, or taskset's)."""
+    return [perf, "stat", "-x", SEP, "-o", csv, "--control", f"fd:{ctl[0]},{ctl[1]}", "-D", "-1",
+            "-e", ",".join(events), "--", *argv]
+
+
 def parse_csv(text: str) -> list[dict[str, Any]]:
     """`perf stat -x ';'` lines as dicts: value (float or None), unit, event, status, running
     percentage. Layout (shared/reference/a64fx-perf.md, observed with perf 6.1): value;unit;

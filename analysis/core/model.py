@@ -155,6 +155,7 @@ class PerfSection:
     vector_lengths: tuple[int, ...]
     sizes: dict[str, tuple[int, ...]]
     processes: int
+    guest_processes: int | None  # per cell in the emulated guest; None: processes
     calls: int
     warmup: int
     flush: dict[str, int]  # bytes streamed through before every call, per family
@@ -173,7 +174,7 @@ def perf_section(p: dict[str, Any]) -> PerfSection:
     return PerfSection(
         perf=p["perf"], events=tuple(p["events"]), sve=p["sve"], host_baselines=p["host_baselines"],
         vector_lengths=tuple(p["vector_lengths"]), sizes={k: tuple(v) for k, v in p["sizes"].items()},
-        processes=p["processes"], calls=p["calls"], warmup=p["warmup"], flush=dict(p["flush"]), core=p["core"],
+        processes=p["processes"], guest_processes=p.get("guest_processes"), calls=p["calls"], warmup=p["warmup"], flush=dict(p["flush"]), core=p["core"],
         checks=checks, figures=figures,
     )
 

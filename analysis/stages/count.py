@@ -91,6 +91,13 @@ def write_plans(sweep: config.Sweep, ready: dict[str, Ready], jobs: list[config.
         build.prune_prep_caches(folder)
 
 
+def exclusive(plan: Path) -> bool:
+    """Whether the planned job takes every core: its backend's EXCLUSIVE, unless its settings say
+    otherwise (perf's runs in the emulated guest: one single-threaded QEMU each)."""
+    p = Plan.from_json(plan.read_text())
+    return bool(p.settings.get("exclusive", REGISTRY[p.backend].EXCLUSIVE))
+
+
 def run(plan: Plan, out: Path) -> None:
     """Run a planned job through its backend and write its raw file."""
     extra, records = REGISTRY[plan.backend].run_job(plan, sys.stderr)

@@ -375,6 +375,9 @@ static struct {
         size_t bytes[2];
         void *map[2];
         size_t map_len[2];
+#ifdef HARNESS_REPEAT
+        void *to[2]; /* the buffers it was made in (a repeated call's reset makes it again) */
+#endif
     } copies[MAX_PREPS];
 } memo;
 
@@ -473,6 +476,20 @@ int harness_prep_begin(void *a, size_t a_bytes, void *b, size_t b_bytes)
         harness_fail("preparation %zu of this run is %zu+%zu bytes, the run that computed it had %zu+%zu: "
                      "a preparation must depend only on the size and parameters", i, prep.bytes[0],
                      prep.bytes[1], prep.copy->bytes[0], prep.copy->bytes[1]);
+#ifdef HARNESS_REPEAT
+    /* A timing build repeats its call, and the call's reset (harness.h) makes again a
+     * preparation this run made before, in the same buffers: copied back from memory as every
+     * call after the first was meant to be, not computed again and again (reduce's fill cost
+     * ten times its kernel per call in the emulated guest, docs/guide/arm64-vm.md), and
+     * taking no index of its own. Outside the measured window, like every reset. */
+    for (size_t j = 0; prep.computing && j < memo.n; j++)
+        if (memo.copies[j].to[0] == a && memo.copies[j].to[1] == b && memo.copies[j].bytes[0] == prep.bytes[0] &&
+            memo.copies[j].bytes[1] == prep.bytes[1]) {
+            prep.copy = &memo.copies[j];
+            prep.computing = 0;
+            h.preps--;
+        }
+#endif
     return prep_decide();
 }
 
@@ -482,6 +499,10 @@ void harness_prep_end_counted(void)
         for (int k = 0; k < 2; k++)
             if (prep.to[k])
                 remember(prep.copy, k, prep.to[k], prep.bytes[k]);
+#ifdef HARNESS_REPEAT
+        prep.copy->to[0] = prep.to[0];
+        prep.copy->to[1] = prep.to[1];
+#endif
         memo.n++;
     }
     struct prep_copy *c = prep.copy;
