@@ -61,10 +61,6 @@ APPLETS=(sh ash cat cp cut date dmesg echo env false grep head id insmod ls mkdi
 DR_MIN_VERSION="11.0"
 NEED_GIB=${ARM64_VM_NEED_GIB:-2}
 
-die() { echo "$ME: $*" >&2; exit 1; }
-bad() { echo "$ME: $*" >&2; exit 2; }
-say() { echo "$ME: $*" >&2; }
-
 # shellcheck source=setup/cache.sh
 source "$(dirname "$0")/cache.sh"
 DIR="$CACHE/arm64-vm-$KERNEL_ABI"

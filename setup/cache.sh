@@ -1,6 +1,11 @@
-# Sourced by setup/gem5.sh and setup/ompi5.sh: where their builds are cached, whether a stamp
-# still describes what was built, and the disk check that runs before anything is created.
-# The caller defines bad() (bad input: one line, exit 2).
+# Sourced by setup/gem5.sh, ompi5.sh, arm64-vm.sh and dynamorio.sh: their one-line messages,
+# where their builds are cached, whether a stamp still describes what was built, and the disk
+# check that runs before anything is created. The caller sets ME (its name in every line).
+
+die() { echo "$ME: $*" >&2; exit 1; }
+# Bad input: one line, exit 2 (the callers refuse it before anything under the cache is created).
+bad() { echo "$ME: $*" >&2; exit 2; }
+say() { echo "$ME: $*" >&2; }
 
 CACHE="${HARNESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sve-harness}"
 

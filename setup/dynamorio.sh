@@ -63,11 +63,7 @@ TARGETS=(dynamorio drrun drmgr_static drreg_static drx_static)
 NEED_GIB=${DYNAMORIO_NEED_GIB:-1}
 FIX="./harness setup --with-arm64-vm"
 
-die() { echo "$ME: $*" >&2; exit 1; }
 # Bad input (source, Debian files, disk): exit 2 before anything under the cache is created.
-bad() { echo "$ME: $*" >&2; exit 2; }
-say() { echo "$ME: $*" >&2; }
-
 # shellcheck source=setup/cache.sh
 source "$(dirname "$0")/cache.sh"
 DIR="$CACHE/dynamorio-${PINNED_COMMIT:0:12}"

@@ -32,17 +32,14 @@ UPSTREAM="https://github.com/gem5/gem5.git"
 # Measured: the source tree (120 MB) plus build/ARMNR after gem5.fast is built.
 NEED_GIB=${GEM5_NEED_GIB:-6}
 
-die() { echo "$ME: $*" >&2; exit 1; }
 # Bad input (version, disk, source tree): exit 2 before anything under the cache is created.
-bad() { echo "$ME: $*" >&2; exit 2; }
-say() { echo "$ME: $*" >&2; }
+# shellcheck source=setup/cache.sh
+source "$(dirname "$0")/cache.sh"
 
 VERSION="${GEM5_VERSION:-$PINNED_VERSION}"
 [[ "$VERSION" == "$PINNED_VERSION" ]] \
     || bad "unknown gem5 version '$VERSION'; this harness pins $PINNED_VERSION (unset GEM5_VERSION)"
 
-# shellcheck source=setup/cache.sh
-source "$(dirname "$0")/cache.sh"
 DIR="$CACHE/gem5-$VERSION"
 SRC="$DIR/src"
 BIN="$SRC/build/ARMNR/gem5.fast"

@@ -51,12 +51,8 @@ PINNED_SUBMODULES=(
 UPSTREAM="https://github.com/open-mpi/ompi.git"
 NEED_GIB=${OMPI5_NEED_GIB:-4}  # the stock build (3 GiB) and the copy install-sve is made in
 
-die() { echo "$ME: $*" >&2; exit 1; }
 # Bad input (OMPI_SRC, disk): exit 2 before anything under the cache is created and before
 # any build tool is needed.
-bad() { echo "$ME: $*" >&2; exit 2; }
-say() { echo "$ME: $*" >&2; }
-
 # shellcheck source=setup/cache.sh
 source "$(dirname "$0")/cache.sh"
 DIR="$CACHE/ompi-$VERSION"
