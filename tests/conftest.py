@@ -276,6 +276,22 @@ def path_without(where: Path, *tools: str) -> str:
     return str(where)
 
 
+# What setup/dynamorio.sh checks for before it builds (its tool loop, in that order).
+DYNAMORIO_BUILD_TOOLS = ("cmake", "aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "make", "perl", "patch", "bzip2",
+                         "dpkg-deb", "git", "python3")
+
+
+def stand_ins(where: Path, tools: tuple[str, ...]) -> None:
+    """An `exit 0` script in `where` for each of `tools` this machine lacks: a test of a step after
+    the tool check runs whatever is installed (a fresh Debian has no cmake: ./harness test does
+    not install it, ./harness setup --with-arm64-vm does)."""
+    where.mkdir(parents=True, exist_ok=True)
+    for tool in tools:
+        if shutil.which(tool) is None and not (where / tool).exists():
+            (where / tool).write_text("#!/bin/sh\nexit 0\n")
+            (where / tool).chmod(0o755)
+
+
 def decode_driver_cmd(out: Path) -> list[str]:
     """tests/decode_driver.c linked with the clients' decoder, compiled in the plugins' own C
     dialect, optimization and warnings (build.PLUGIN_FLAGS), not flags of the tests' own."""

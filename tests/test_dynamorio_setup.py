@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, path_without
+from conftest import DYNAMORIO_BUILD_TOOLS, REPO, path_without, stand_ins
 
 SETUP = REPO / "setup" / "dynamorio.sh"
 GUEST_SETUP = REPO / "setup" / "arm64-vm.sh"
@@ -118,7 +118,10 @@ def test_a_debian_file_whose_checksum_is_not_the_pinned_one_is_refused(dr_env: d
 
 
 def test_a_missing_cross_compiler_names_its_package(dr_env: dict[str, str], tmp_path: Path) -> None:
-    proc = run(dr_env, PATH=path_without(tmp_path / "bin", "aarch64-linux-gnu-g++"))
+    """The tools checked before it stand in where missing: on a fresh Debian the line named cmake."""
+    path = path_without(tmp_path / "bin", "aarch64-linux-gnu-g++")
+    stand_ins(tmp_path / "bin", tuple(t for t in DYNAMORIO_BUILD_TOOLS if t != "aarch64-linux-gnu-g++"))
+    proc = run(dr_env, PATH=path)
     assert proc.returncode == 1
     assert proc.stderr == ("setup/dynamorio.sh: aarch64-linux-gnu-g++ not found; fix: apt-get install "
                            "g++-aarch64-linux-gnu (or ./harness setup --with-arm64-vm, which installs it)\n")
@@ -141,8 +144,7 @@ def _source_fetched(env: dict[str, str]) -> list[str]:
 
 
 def _have_build_tools() -> None:
-    missing = [t for t in ("cmake", "aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "make", "perl", "patch",
-                           "bzip2", "dpkg-deb", "git", "python3") if shutil.which(t) is None]
+    missing = [t for t in DYNAMORIO_BUILD_TOOLS if shutil.which(t) is None]
     if missing:
         pytest.skip(f"DynamoRIO's build tools are missing: {' '.join(missing)} (./harness setup --with-arm64-vm)")
 
