@@ -57,6 +57,14 @@ NOT_RUN_VL = "not run: DynamoRIO supports VL 128/256/512 only"
 # run-time overlap check in reduce c_autovec runs three instructions more when `in` lies above
 # `inout`), the guest then takes the path the QEMU plugins counted (docs/guide/arm64-vm.md).
 LAYOUT = "echo 1 >/proc/sys/vm/legacy_va_layout"
+# Transparent huge pages off in every batch. QEMU's software TLB keeps one large-page region
+# per MMU index and empties that whole TLB whenever a page inside the region is flushed
+# (accel/tcg/cputlb.c, tlb_flush_page_locked); the region only grows until a full flush. Once
+# the guest kernel had given a process a 2 MiB page, each later TLB invalidation there (DynamoRIO's
+# mprotect and munmap of its code cache) emptied QEMU's TLB, and every process ran 4 to 8 times
+# slower for a while: about one DynamoRIO process in twenty, in runs of several
+# (docs/guide/arm64-vm.md, measured 2026-11-28).
+NO_HUGE_PAGES = "echo never >/sys/kernel/mm/transparent_hugepage/enabled"
 READY = "ARM64VM-READY"
 DONE = "ARM64VM-DONE"
 
@@ -156,9 +164,10 @@ def qemu_command(guest: Guest, share: Path, icount: bool = False) -> list[str]:
 
 
 def batch_script(commands: Sequence[str]) -> str:
-    """batch.sh: each command in its own subshell, its output and status in out/<i>.*, so a
-    command that fails does not stop the ones after it."""
-    lines = ["mkdir -p out"]
+    """batch.sh: transparent huge pages off (NO_HUGE_PAGES), then each command in its own
+    subshell, its output and status in out/<i>.*, so a command that fails does not stop the
+    ones after it."""
+    lines = [NO_HUGE_PAGES, "mkdir -p out"]
     for i, command in enumerate(commands):
         lines.append(f"( {command} ) >out/{i}.out 2>out/{i}.err; echo $? >out/{i}.rc")
     return "\n".join(lines) + "\n"
