@@ -295,3 +295,18 @@ def test_runs_that_write_nothing_are_recognised(args: list[str], nothing: bool) 
     from analysis.commands import sweep
 
     assert sweep.writes_nothing(args) is nothing
+
+
+@pytest.mark.slow
+def test_a_run_of_one_raw_file_into_a_new_folder_succeeds_without_a_report(tmp_path: Path, work: Path) -> None:
+    """Found 2026-11-28: `./harness sweep -- <a raw file>` into a new folder counted it, then
+    exited 2 with "no results ... (no summary.md): run ./harness sweep first", since the report
+    is made of the summary such a run does not write."""
+    results = tmp_path / "results"
+    raw = results / "raw" / "qemu" / "gcc" / "vls512" / "max" / "copy-acle_4v.json"
+    proc = cli("sweep", "--config", "configs/tiny.yaml", "--cores", "2", "--set", f"results_dir={results}",
+               "--set", f"build_dir={work / 'build'}", "--", str(raw))
+    ok(proc)
+    assert raw.is_file()
+    assert "report: not written: the targets asked for made no summary" in proc.stdout
+    assert not (results / "report.html").exists()

@@ -152,10 +152,15 @@ def provenance_summary(path: Path) -> str:
             + summary.to_html(index=False, border=0, escape=True))
 
 
+def has_summary(res: Path) -> bool:
+    """Whether a results folder holds a summary the page is made of (the counts' or perf's)."""
+    return (res / "summary.md").exists() or (res / "perf_summary.md").exists()
+
+
 def build(sweep: config.Sweep) -> str:
     res = sweep.results_dir
     summary_md = res / "summary.md"
-    if not summary_md.exists() and not (res / "perf_summary.md").exists():
+    if not has_summary(res):
         kept = sorted((res / "kept").glob("*/report.html"))  # the last good set of a failed sweep
         where = f"; the last good report is {kept[-1]}" if kept else ""
         raise config.ConfigError(f"no results in {res} (no summary.md): run ./harness sweep --config {sweep.path} "

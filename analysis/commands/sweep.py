@@ -65,11 +65,14 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
             rc = run_snakemake(ns, sweep, overrides, on_slurm, lock.fileno())
             if rc == 0:
                 with guard.signals_held():  # the report and the record of the new good set, whole
-                    page = report.write(sweep)
+                    # A run of a few targets (`-- <raw file>`) into a new folder makes no summary,
+                    # and it did not fail: no page, and no error after it.
+                    page = report.write(sweep) if report.has_summary(sweep.results_dir) else None
                     say(keep.record_good(sweep.results_dir, str(ns.config), kept))
                     if on_slurm is None:  # last: the folder as this run leaves it (never raises)
                         uptodate.record(sweep_command(ns), sweep)
-                print(f"report: {page}", flush=True)
+                print(f"report: {page}" if page else "report: not written: the targets asked for made no summary "
+                      "(a sweep without targets makes both)", flush=True)
         except guard.Interrupted as e:
             raise guard.Interrupted(e.signum, keep.after_failure(sweep.results_dir, kept) or "") from None
         except BaseException:
