@@ -34,8 +34,11 @@ PARTITION=harness
 RUN_LINK=/run/slurm/conf/slurm.conf
 export SLURM_CONF="$CONF"
 
-alive() {  # $1 = pid file: the process it names runs
-    [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null
+alive() {  # $1 = DAEMON.pid: the process it names runs and is DAEMON
+    # By its name too: the daemons die with the session that started them and leave their pid
+    # files; the pid wraps at 32768 within minutes of a test suite, and `stop` killed whatever
+    # process had taken the number.
+    [[ -s "$1" ]] && [[ "$(cat "/proc/$(cat "$1")/comm" 2>/dev/null)" == "$(basename "$1" .pid)" ]]
 }
 
 node_up() {  # the node answers and can take jobs

@@ -185,6 +185,24 @@ def test_down_partition_message() -> None:
         "fix the node (scontrol update nodename=NODE state=resume) and rerun the same command")
 
 
+def test_stop_leaves_alone_a_process_that_took_a_dead_daemons_pid(tmp_path: Path) -> None:
+    """The daemons die with the session that started them and leave their pid files; the pid
+    wraps within minutes. `stop` killed whatever process had taken a dead daemon's number (and
+    `start` took it for the daemon and did not start it)."""
+    run = tmp_path / "slurm" / "run"
+    run.mkdir(parents=True)
+    with subprocess.Popen(["sleep", "60"]) as stranger:
+        try:
+            for daemon in ("munged", "slurmctld", "slurmd"):
+                (run / f"{daemon}.pid").write_text(f"{stranger.pid}\n")
+            proc = subprocess.run([str(REPO / "setup" / "slurm.sh"), "stop"], capture_output=True, text=True,
+                                  env={**os.environ, "HARNESS_CACHE": str(tmp_path)}, timeout=60)
+            assert (proc.returncode, proc.stderr) == (0, "setup/slurm.sh: Slurm was not running\n")
+            assert stranger.poll() is None, "stop killed a process that was not its daemon"
+        finally:
+            stranger.kill()
+
+
 # --- with the local Slurm ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
