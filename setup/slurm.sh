@@ -34,13 +34,18 @@ PARTITION=harness
 RUN_LINK=/run/slurm/conf/slurm.conf
 export SLURM_CONF="$CONF"
 
-alive() {  # $1 = pid file: the process it names runs
-    [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null
+alive() {  # $1 = DAEMON.pid: the process it names runs and is DAEMON
+    # By its name too: the daemons die with the session that started them and leave their pid
+    # files; the pid wraps at 32768 within minutes of a test suite, and `stop` killed whatever
+    # process had taken the number.
+    [[ -s "$1" ]] && [[ "$(cat "/proc/$(cat "$1")/comm" 2>/dev/null)" == "$(basename "$1" .pid)" ]]
 }
 
 node_up() {  # the node answers and can take jobs
     local state
-    state="$(sinfo -h -p "$PARTITION" -o '%t' 2>/dev/null | head -n1)" || return 1
+    # Bounded: without munged, sinfo waited minutes for an answer, and start's 30 s wait took
+    # over an hour.
+    state="$(timeout 5 sinfo -h -p "$PARTITION" -o '%t' 2>/dev/null | head -n1)" || return 1
     [[ "$state" =~ ^(idle|mix|alloc|comp)$ ]]
 }
 
@@ -139,19 +144,19 @@ start() {
     fi
     alive "$DIR/run/slurmctld.pid" || slurmctld -f "$CONF" || die "slurmctld did not start (log: $DIR/log/slurmctld.log)"
     alive "$DIR/run/slurmd.pid" || slurmd -f "$CONF" || die "slurmd did not start (log: $DIR/log/slurmd.log)"
-    local i
-    for i in $(seq 60); do
+    local i=0 end=$((SECONDS + 30))
+    while ((SECONDS < end)); do
         if node_up; then
             say "Slurm is up: $(sinfo -h -p "$PARTITION" -o '%P %D node(s) %t %c CPUs %m MB'); export SLURM_CONF=$CONF"
             return 0
         fi
         # A node left down (scontrol update state=down) stays down across restarts: start resumes it.
-        if [[ $i -eq 5 ]] && sinfo -h -n "$NODE" -o '%t' | grep -Eq '^(down|drain|drng)'; then
-            scontrol update nodename="$NODE" state=resume || true
+        if [[ $((++i)) -eq 5 ]] && timeout 5 sinfo -h -n "$NODE" -o '%t' | grep -Eq '^(down|drain|drng)'; then
+            timeout 10 scontrol update nodename="$NODE" state=resume || true
         fi
         sleep 0.5
     done
-    die "the node did not come up in 30 s: $(sinfo -h -o '%N %t %E' 2>&1 | head -n1) (logs: $DIR/log/)"
+    die "the node did not come up in 30 s: $(timeout 5 sinfo -h -o '%N %t %E' 2>&1 | head -n1) (logs: $DIR/log/)"
 }
 
 stop() {

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,41 @@ def test_a_venv_that_is_a_symlink_is_ignored_too() -> None:
     out = subprocess.run(["git", "-C", str(REPO), "check-ignore", "--no-index", "-v", ".venv"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+HANGING_TEST = """\
+import subprocess
+from analysis.core import arm64_vm
+
+def test_hangs_on_a_child(tmp_path):
+    # As a guest batch waits for QEMU: inside `with Popen`, whose __exit__ waits for the child.
+    with subprocess.Popen(["sleep", "600"], preexec_fn=arm64_vm._die_with_parent) as child:
+        open({pidfile!r}, "w").write(str(child.pid))
+        child.communicate()
+"""
+
+
+@pytest.mark.slow
+def test_a_hanging_test_is_ended_and_named_and_its_child_dies(tmp_path: Path) -> None:
+    """CI once ran out of its 90 minutes with no test named. pytest.ini's timeout ends a hung
+    test (here after 3 s instead of the suite's 900) and names it; the thread method ends even
+    a test blocked in Popen's __exit__, and the child dies with the test's process."""
+    pidfile = tmp_path / "child.pid"
+    (tmp_path / "test_hang.py").write_text(HANGING_TEST.format(pidfile=str(pidfile)))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache")}
+    proc = subprocess.run([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(REPO / "pytest.ini"),
+                           "--rootdir", str(tmp_path), "-o", "timeout=3", str(tmp_path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "Timeout" in out and "test_hangs_on_a_child" in out, out[-3000:]
+    child = int(pidfile.read_text())
+    for _ in range(50):
+        if not Path(f"/proc/{child}").exists():
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists(), f"the hung test's child {child} outlived it"
+
+
+def test_the_suite_bounds_every_test(request: pytest.FixtureRequest) -> None:
+    assert (request.config.getini("timeout"), request.config.getini("timeout_method")) == ("900", "thread")

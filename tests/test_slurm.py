@@ -185,11 +185,29 @@ def test_down_partition_message() -> None:
         "fix the node (scontrol update nodename=NODE state=resume) and rerun the same command")
 
 
+def test_stop_leaves_alone_a_process_that_took_a_dead_daemons_pid(tmp_path: Path) -> None:
+    """The daemons die with the session that started them and leave their pid files; the pid
+    wraps within minutes. `stop` killed whatever process had taken a dead daemon's number (and
+    `start` took it for the daemon and did not start it)."""
+    run = tmp_path / "slurm" / "run"
+    run.mkdir(parents=True)
+    with subprocess.Popen(["sleep", "60"]) as stranger:
+        try:
+            for daemon in ("munged", "slurmctld", "slurmd"):
+                (run / f"{daemon}.pid").write_text(f"{stranger.pid}\n")
+            proc = subprocess.run([str(REPO / "setup" / "slurm.sh"), "stop"], capture_output=True, text=True,
+                                  env={**os.environ, "HARNESS_CACHE": str(tmp_path)}, timeout=60)
+            assert (proc.returncode, proc.stderr) == (0, "setup/slurm.sh: Slurm was not running\n")
+            assert stranger.poll() is None, "stop killed a process that was not its daemon"
+        finally:
+            stranger.kill()
+
+
 # --- with the local Slurm ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def local_slurm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    proc = subprocess.run([str(REPO / "setup" / "slurm.sh"), "start"], capture_output=True, text=True)
+    proc = subprocess.run([str(REPO / "setup" / "slurm.sh"), "start"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     conf = subprocess.run([str(REPO / "setup" / "slurm.sh"), "--conf"], capture_output=True, text=True).stdout.strip()
     return {**os.environ, "SLURM_CONF": conf}
@@ -265,6 +283,31 @@ def test_local_slurm_is_this_host_and_starts_once(local_slurm: dict[str, str]) -
     cpus = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%c"], env=local_slurm, capture_output=True,
                           text=True, check=True).stdout.strip()
     assert int(cpus) == os.cpu_count()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_slurm
+@pytest.mark.exclusive
+def test_start_after_the_daemons_died_and_their_pids_were_taken(local_slurm: dict[str, str]) -> None:
+    """CI ran out of its 90 minutes: the daemons had died with the session before, and a live
+    process had taken munged's pid. start took it for munged and did not start it; slurmctld
+    then never answered, and each of start's 60 sinfo calls waited minutes for it."""
+    script = str(REPO / "setup" / "slurm.sh")
+    run = Path(local_slurm["SLURM_CONF"]).parent / "run"
+    subprocess.run([script, "stop"], capture_output=True, text=True, check=True, timeout=120)
+    with subprocess.Popen(["sleep", "300"]) as stranger:
+        try:
+            (run / "munged.pid").write_text(f"{stranger.pid}\n")
+            t0 = time.monotonic()
+            proc = subprocess.run([script, "start"], capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0 and "Slurm is up: harness* 1 node(s)" in proc.stderr, proc.stderr
+            assert time.monotonic() - t0 < 30
+            assert stranger.poll() is None
+            munged = (run / "munged.pid").read_text().strip()
+            assert munged != str(stranger.pid) and Path(f"/proc/{munged}/comm").read_text() == "munged\n"
+        finally:
+            stranger.kill()
+            subprocess.run([script, "start"], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.slow
