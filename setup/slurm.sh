@@ -90,6 +90,10 @@ SelectTypeParameters=CR_Core_Memory
 # A node set down by hand stays down until scontrol update state=resume (2 would bring it back
 # as soon as slurmd registers again, as it does within seconds).
 ReturnToService=1
+# The daemons die with the session that started them. Slurm's default requeues the jobs that
+# ran then and starts them again at the next start, with their Snakemake gone: they wrote raw
+# files into a results folder no command held. They end as NODE_FAIL instead.
+JobRequeue=0
 # A time limit is enforced within a minute.
 OverTimeLimit=0
 KillWait=5
@@ -143,10 +147,16 @@ start() {
             || die "munged did not start (log: $DIR/log/munged.log)"
     fi
     alive "$DIR/run/slurmctld.pid" || slurmctld -f "$CONF" || die "slurmctld did not start (log: $DIR/log/slurmctld.log)"
-    alive "$DIR/run/slurmd.pid" || slurmd -f "$CONF" || die "slurmd did not start (log: $DIR/log/slurmd.log)"
+    local ghosts=""
+    if ! alive "$DIR/run/slurmd.pid"; then
+        # No job step runs on this host: a job slurmctld still has as running died with them.
+        pgrep -x slurmstepd >/dev/null || ghosts=yes
+        slurmd -f "$CONF" || die "slurmd did not start (log: $DIR/log/slurmd.log)"
+    fi
     local i=0 end=$((SECONDS + 30))
     while ((SECONDS < end)); do
         if node_up; then
+            [[ -z "$ghosts" ]] || cancel_ghosts
             say "Slurm is up: $(sinfo -h -p "$PARTITION" -o '%P %D node(s) %t %c CPUs %m MB'); export SLURM_CONF=$CONF"
             return 0
         fi
@@ -157,6 +167,18 @@ start() {
         sleep 0.5
     done
     die "the node did not come up in 30 s: $(timeout 5 sinfo -h -o '%N %t %E' 2>&1 | head -n1) (logs: $DIR/log/)"
+}
+
+cancel_ghosts() {
+    # The daemons died with the session that started them, and the jobs with them; slurmctld
+    # recovers those it saved as running and keeps their cores until their time limits (a
+    # recovered job ran for minutes on a node with no process of it). Their Snakemakes are gone.
+    local ids
+    ids="$(timeout 10 squeue -h -p "$PARTITION" -t RUNNING,COMPLETING -o %i | paste -sd' ')" || return 0
+    [[ -n "$ids" ]] || return 0
+    # shellcheck disable=SC2086
+    timeout 10 scancel $ids || true
+    say "cancelled job(s) $ids: slurmctld had them running, but they had died with the daemons"
 }
 
 stop() {

@@ -312,6 +312,48 @@ def test_start_after_the_daemons_died_and_their_pids_were_taken(local_slurm: dic
 
 @pytest.mark.slow
 @pytest.mark.needs_slurm
+@pytest.mark.exclusive
+def test_a_job_that_died_with_the_daemons_is_cancelled_at_the_next_start(local_slurm: dict[str, str]) -> None:
+    """slurmctld recovers a job it saved as running after the session that ran it (and its
+    daemons) ended: it held a core with no process until its time limit, and Slurm's default
+    (JobRequeue=1) would start it again with its Snakemake gone."""
+    script = str(REPO / "setup" / "slurm.sh")
+    run = Path(local_slurm["SLURM_CONF"]).parent / "run"
+    job = subprocess.run(["sbatch", "--parsable", "-t", "30", "-o", "/dev/null", "--wrap", "sleep 300"], env=local_slurm,
+                         capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+
+    def state() -> str:
+        return subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"], env=local_slurm,
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+    try:
+        end = time.monotonic() + 60
+        while state() != "RUNNING" and time.monotonic() < end:
+            time.sleep(0.5)
+        assert state() == "RUNNING"
+        time.sleep(8)  # slurmctld saves its job state every few seconds
+        # The session ends: every process dies at once.
+        pids = [int((run / f"{d}.pid").read_text()) for d in ("slurmd", "slurmctld", "munged")]
+        steps = subprocess.run(["pgrep", "-x", "slurmstepd"], capture_output=True, text=True).stdout.split()
+        for pid in pids + [int(s) for s in steps]:
+            os.kill(pid, 9)
+        subprocess.run(["pkill", "-9", "-f", "^sleep 300$"])
+        for pid in pids:
+            while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
+                time.sleep(0.1)
+        proc = subprocess.run([script, "start"], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert f"cancelled job(s) {job}:" in proc.stderr, proc.stderr
+        assert state() in ("CANCELLED", ""), state()
+        shown = subprocess.run(["scontrol", "show", "config"], env=local_slurm, capture_output=True, text=True,
+                               check=True, timeout=60).stdout
+        assert re.search(r"^JobRequeue\s*=\s*0$", shown, re.M), shown
+    finally:
+        subprocess.run(["scancel", job], env=local_slurm, capture_output=True, timeout=60)
+        subprocess.run([script, "start"], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+@pytest.mark.needs_slurm
 def test_a_running_slurm_takes_the_scripts_changed_config_at_start(local_slurm: dict[str, str]) -> None:
     """A Slurm started by an earlier setup/slurm.sh kept that one's slurm.conf: start returned as
     soon as the node was up, so a changed setting (batch_sched_delay=0) never reached it."""
