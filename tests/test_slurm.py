@@ -343,6 +343,9 @@ def test_a_job_that_died_with_the_daemons_is_cancelled_at_the_next_start(local_s
         proc = subprocess.run([script, "start"], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert f"cancelled job(s) {job}:" in proc.stderr, proc.stderr
+        end = time.monotonic() + 60  # COMPLETING while slurmd answers the kill
+        while state() == "COMPLETING" and time.monotonic() < end:
+            time.sleep(0.5)
         assert state() in ("CANCELLED", ""), state()
         shown = subprocess.run(["scontrol", "show", "config"], env=local_slurm, capture_output=True, text=True,
                                check=True, timeout=60).stdout
