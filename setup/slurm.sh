@@ -43,8 +43,8 @@ alive() {  # $1 = DAEMON.pid: the process it names runs and is DAEMON
 
 node_up() {  # the node answers and can take jobs
     local state
-    # Bounded: without munged, sinfo waited minutes for an answer, and start's 30 s wait took
-    # over an hour.
+    # Bounded: without munged, one sinfo call waited more than 90 s (measured), and start's
+    # 60 calls of a 30 s wait could take over an hour.
     state="$(timeout 5 sinfo -h -p "$PARTITION" -o '%t' 2>/dev/null | head -n1)" || return 1
     [[ "$state" =~ ^(idle|mix|alloc|comp)$ ]]
 }
@@ -90,9 +90,9 @@ SelectTypeParameters=CR_Core_Memory
 # A node set down by hand stays down until scontrol update state=resume (2 would bring it back
 # as soon as slurmd registers again, as it does within seconds).
 ReturnToService=1
-# The daemons die with the session that started them. Slurm's default requeues the jobs that
-# ran then and starts them again at the next start, with their Snakemake gone: they wrote raw
-# files into a results folder no command held. They end as NODE_FAIL instead.
+# The daemons die with the session that started them. With Slurm's default (1) a job that ran
+# then was started again after the next start (measured), with its Snakemake gone, to write into
+# a results folder no command holds; start cancels such a job instead (cancel_ghosts).
 JobRequeue=0
 # A time limit is enforced within a minute.
 OverTimeLimit=0
