@@ -262,6 +262,14 @@ def wait_for(cond, seconds: float = 300, step: float = 1.0):
     raise AssertionError(f"timed out after {seconds} s")
 
 
+def dead(pid: int) -> bool:
+    """The process is gone or a zombie (its /proc entry may vanish between two reads)."""
+    try:
+        return "zombie" in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+
+
 def blocker(env: dict[str, str]) -> str:
     """A job that holds the whole node, so the sweep's jobs wait in the queue."""
     jid = subprocess.run(["sbatch", "--parsable", "--exclusive", "-p", "harness", "-J", "harness-test-blocker",
@@ -291,7 +299,7 @@ def test_local_slurm_is_this_host_and_starts_once(local_slurm: dict[str, str]) -
 def test_start_after_the_daemons_died_and_their_pids_were_taken(local_slurm: dict[str, str]) -> None:
     """CI ran out of its 90 minutes: the daemons had died with the session before, and a live
     process had taken munged's pid. start took it for munged and did not start it; slurmctld
-    then never answered, and each of start's 60 sinfo calls waited minutes for it."""
+    then never answered, and each of start's 60 sinfo calls waited more than 90 s for it."""
     script = str(REPO / "setup" / "slurm.sh")
     run = Path(local_slurm["SLURM_CONF"]).parent / "run"
     subprocess.run([script, "stop"], capture_output=True, text=True, check=True, timeout=120)
@@ -321,15 +329,8 @@ def test_a_job_that_died_with_the_daemons_is_cancelled_at_the_next_start(local_s
     run = Path(local_slurm["SLURM_CONF"]).parent / "run"
     job = subprocess.run(["sbatch", "--parsable", "-t", "30", "-o", "/dev/null", "--wrap", "sleep 300"], env=local_slurm,
                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
-
-    def state() -> str:
-        return subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"], env=local_slurm,
-                              capture_output=True, text=True, timeout=60).stdout.strip()
     try:
-        end = time.monotonic() + 60
-        while state() != "RUNNING" and time.monotonic() < end:
-            time.sleep(0.5)
-        assert state() == "RUNNING"
+        wait_for(lambda: job_state(local_slurm, job) == "RUNNING", 60, 0.5)
         time.sleep(8)  # slurmctld saves its job state every few seconds
         # The session ends: every process dies at once.
         pids = [int((run / f"{d}.pid").read_text()) for d in ("slurmd", "slurmctld", "munged")]
@@ -338,15 +339,13 @@ def test_a_job_that_died_with_the_daemons_is_cancelled_at_the_next_start(local_s
             os.kill(pid, 9)
         subprocess.run(["pkill", "-9", "-f", "^sleep 300$"])
         for pid in pids:
-            while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
-                time.sleep(0.1)
+            wait_for(lambda: dead(pid), 30, 0.1)
         proc = subprocess.run([script, "start"], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert f"cancelled job(s) {job}:" in proc.stderr, proc.stderr
-        end = time.monotonic() + 60  # COMPLETING while slurmd answers the kill
-        while state() == "COMPLETING" and time.monotonic() < end:
-            time.sleep(0.5)
-        assert state() in ("CANCELLED", ""), state()
+        # COMPLETING for a moment while slurmd answers the kill
+        wait_for(lambda: job_state(local_slurm, job) != "COMPLETING", 60, 0.5)
+        assert job_state(local_slurm, job) in ("CANCELLED", ""), job_state(local_slurm, job)
         shown = subprocess.run(["scontrol", "show", "config"], env=local_slurm, capture_output=True, text=True,
                                check=True, timeout=60).stdout
         assert re.search(r"^JobRequeue\s*=\s*0$", shown, re.M), shown
