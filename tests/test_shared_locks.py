@@ -37,27 +37,40 @@ def sweep(results: Path, build: Path, root: Path = REPO) -> subprocess.Popen:
                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def record_of(results: Path, deadline: float) -> dict:
-    """The owner record of the Snakemake sweeping into `results`, as soon as it has its lock."""
+def output_locks_naming(results: Path) -> list[Path]:
+    """The output lock files of the Snakemake sweeping into `results`."""
+    found = []
+    for lock in LOCKS.glob("*.output.lock"):
+        try:
+            if str(results) in lock.read_text():
+                found.append(lock)
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def snakemake_of(results: Path, deadline: float) -> tuple[int, list[Path]]:
+    """The pid of the Snakemake sweeping into `results` and its output locks, as soon as it has its lock."""
     while time.monotonic() < deadline:
-        for path in LOCKS.glob(f"*{OWNER}"):
-            try:
-                record = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if record.get("results_dir") == str(results):
-                return record
+        locks = output_locks_naming(results)
+        pids = [pid for pid in guard.snakemake_running(REPO)
+                if f"results_dir={results}".encode() in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        if locks and pids:
+            return pids[0], locks
         time.sleep(0.01)
-    raise AssertionError(f"no lock record for {results} in {LOCKS}: {sorted(p.name for p in LOCKS.glob('*'))}")
+    raise AssertionError(f"no Snakemake holds a lock for {results} in {LOCKS}")
 
 
-def builds_held(record: dict, build: Path) -> list[str]:
-    """The files under `build` the record's run still has to make (its output lock)."""
-    keys = []
-    for name in record["locks"]:
-        if name.endswith(".output.lock"):
-            keys += [k for k in (LOCKS / name).read_text().split() if k.startswith(str(build))]
-    return keys
+def builds_held(locks: list[Path], build: Path) -> list[str]:
+    """The files under `build` the run still has to make (in its output lock)."""
+    return [k for lock in locks for k in lock.read_text().split() if k.startswith(str(build))]
+
+
+def record_of(pid: int) -> dict:
+    """The owner record of that Snakemake (written beside its lock files)."""
+    records = [json.loads(p.read_text()) for p in LOCKS.glob(f"{pid}@*{OWNER}")]
+    assert len(records) == 1, sorted(p.name for p in LOCKS.iterdir())
+    return records[0]
 
 
 def line_with(stream: IO[str], needle: str) -> tuple[str, list[str]]:
@@ -71,18 +84,19 @@ def line_with(stream: IO[str], needle: str) -> tuple[str, list[str]]:
 
 
 @pytest.fixture
-def first(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, dict, Path]]:
+def first(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, int, Path]]:
     """A tiny sweep into a fresh build folder, stopped holding the lock on builds it has yet to
-    make: (its command, its lock record, the build folder). Resumed at the end of the test."""
+    make: (its command, its Snakemake's pid, the build folder). Resumed at the end of the test."""
     build = tmp_path / "build"
     proc = sweep(tmp_path / "a", build)
-    record = record_of(tmp_path / "a", time.monotonic() + 240)
-    os.killpg(record["pid"], signal.SIGSTOP)  # Snakemake and its jobs, holding the lock
+    pid, locks = snakemake_of(tmp_path / "a", time.monotonic() + 240)
+    os.killpg(pid, signal.SIGSTOP)  # Snakemake and its jobs, holding the lock
     try:
-        yield proc, record, build
+        assert builds_held(locks, build), "the first sweep had made its builds before it was stopped"
+        yield proc, pid, build
     finally:
         if proc.returncode is None:
-            os.killpg(record["pid"], signal.SIGCONT)
+            os.killpg(pid, signal.SIGCONT)
             out, err = proc.communicate(timeout=300)
             assert proc.returncode == 0, out[-2000:] + err[-2000:]
 
@@ -90,18 +104,18 @@ def first(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, dict, Path]]:
 @pytest.mark.exclusive
 @pytest.mark.slow
 def test_a_second_sweep_waits_for_the_builds_it_shares_then_finishes_without_rebuilding(
-        tmp_path: Path, first: tuple[subprocess.Popen, dict, Path]) -> None:
+        tmp_path: Path, first: tuple[subprocess.Popen, int, Path]) -> None:
     """Before the fix: rc 1, LockException, its advice to --unlock the live sweep's lock, and two
     traceback lines from analysis/core/snakemake_locks.py."""
-    proc, record, build = first
-    assert record["host"] == socket.gethostname() and record["build_dir"] == str(build)
-    held = builds_held(record, build)
-    assert held, "the first sweep had made its builds before it was stopped"
+    proc, pid, build = first
     second = sweep(tmp_path / "b", build)
     assert second.stderr is not None
     waiting, before = line_with(second.stderr, "waiting for")
-    assert f"the sweep into {tmp_path / 'a'} (pid {record['pid']}" in waiting
-    os.killpg(record["pid"], signal.SIGCONT)
+    assert f"the sweep into {tmp_path / 'a'} (pid {pid}" in waiting and f"in {build}/" in waiting, waiting
+    record = record_of(pid)  # who holds the lock, for the line above and for other hosts
+    assert record["host"] == socket.gethostname() and record["build_dir"] == str(build)
+    assert record["results_dir"] == str(tmp_path / "a")
+    os.killpg(pid, signal.SIGCONT)
     out, err = second.communicate(timeout=600)
     err = "".join(before) + err
     assert second.returncode == 0, out[-3000:] + err[-3000:]
@@ -120,9 +134,9 @@ def test_a_second_sweep_waits_for_the_builds_it_shares_then_finishes_without_reb
 @pytest.mark.exclusive
 @pytest.mark.slow
 def test_ctrl_c_while_waiting_stops_the_sweep_with_one_line(tmp_path: Path,
-                                                            first: tuple[subprocess.Popen, dict, Path]) -> None:
+                                                            first: tuple[subprocess.Popen, int, Path]) -> None:
     """Before the fix the second sweep never waited (it failed with a traceback at once)."""
-    _, record, build = first
+    _, pid, build = first
     second = sweep(tmp_path / "b", build)
     assert second.stderr is not None
     line_with(second.stderr, "waiting for")
@@ -133,7 +147,8 @@ def test_ctrl_c_while_waiting_stops_the_sweep_with_one_line(tmp_path: Path,
     assert lines[-1].startswith("interrupted: ./harness sweep stopped by SIGINT"), err
     assert "Traceback" not in out + err
     # It left no lock of its own, and the first sweep's is whole.
-    assert [json.loads(p.read_text())["pid"] for p in LOCKS.glob(f"*{OWNER}")] == [record["pid"]]
+    record = record_of(pid)
+    assert [json.loads(p.read_text())["pid"] for p in LOCKS.glob(f"*{OWNER}")] == [pid]
     assert sorted(p.name for p in LOCKS.glob("*.lock")) == sorted(record["locks"])
 
 
