@@ -223,3 +223,39 @@ def test_a_sweep_on_the_build_folder_of_another_hosts_sweep_is_refused_before_it
     assert sorted(p.name for p in results.iterdir()) == ["summary.md"]
     assert sorted((root / ".snakemake" / "locks").iterdir()) == left
     assert not (root / "build").exists()
+
+
+def as_host(host: str, cmd: list[str]) -> list[str]:
+    """`cmd` on a host of its own name: a UTS namespace (root only), the clone's storage shared."""
+    return ["unshare", "--uts", "sh", "-c", f'hostname {host} && exec "$@"', "sh", *cmd]
+
+
+@pytest.mark.exclusive
+@pytest.mark.slow
+def test_a_sweep_on_another_host_records_its_host_and_this_hosts_sweep_is_refused(tmp_path: Path) -> None:
+    """Two hosts on one clone, as UTS namespaces: the lock of node-a's sweep names node-a, and a
+    sweep of this host on the same build folder is refused in one line naming it (before the
+    fix it failed with LockException, or took the lock over when node-a's Snakemake was not
+    visible here)."""
+    if os.geteuid() != 0 or subprocess.run(as_host("node-a", ["true"])).returncode != 0:
+        pytest.skip("needs root and unshare --uts (a host name per process)")
+    build = tmp_path / "build"
+    first = subprocess.Popen(as_host("node-a", [PY, "-m", "analysis.commands.cli", "sweep", "--config",
+                                                "configs/tiny.yaml", "--cores", "2", "--set",
+                                                f"results_dir={tmp_path / 'a'}", "--set", f"build_dir={build}"]),
+                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    pid, _ = snakemake_of(tmp_path / "a", time.monotonic() + 240)
+    os.killpg(pid, signal.SIGSTOP)
+    try:
+        assert record_of(pid)["host"] == "node-a"
+        second = sweep(tmp_path / "b", build)
+        out, err = second.communicate(timeout=300)
+        assert second.returncode == 2, out[-2000:] + err[-2000:]
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "on host node-a" in lines[0] and "--set build_dir=" in lines[0], err
+        assert not (tmp_path / "b").exists()
+    finally:
+        os.killpg(pid, signal.SIGCONT)
+        out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, out[-2000:] + err[-2000:]

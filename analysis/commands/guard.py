@@ -3,8 +3,10 @@ by Ctrl-C, SIGTERM or SIGHUP.
 
 - A killed Snakemake leaves its lock in `<repo>/.snakemake/locks`, which would stop the next
   run with Snakemake's LockException (or, for `count` and `regress`, print nothing useful). A
-  lock with no Snakemake running in the tree is stale: the next command removes it with one
-  line and goes on, so the killed command resumes as it is run again.
+  lock whose Snakemake no longer runs on this host (its record says which, see
+  analysis.core.snakemake_locks; a lock without one: no Snakemake runs in the tree) is stale:
+  the next command removes it with one line and goes on, so the killed command resumes as it is
+  run again. Another host's lock is never taken over (a clone on shared storage).
 - Snakemake runs in a process group of its own, so a signal from the terminal (Ctrl-C, a
   closed terminal's SIGHUP) or `kill` reaches the command alone; it hands Snakemake's group a
   SIGINT, as a terminal's Ctrl-C would (the jobs stop and remove their staging, Snakemake
