@@ -26,6 +26,7 @@ import pytest
 
 from analysis.commands import guard
 from conftest import PY, REPO
+from test_reliability import _locks_naming
 
 LOCKS = REPO / ".snakemake" / "locks"
 OWNER = ".owner.json"  # the records the fix writes beside the lock files
@@ -37,22 +38,10 @@ def sweep(results: Path, build: Path, root: Path = REPO) -> subprocess.Popen:
                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def output_locks_naming(results: Path) -> list[Path]:
-    """The output lock files of the Snakemake sweeping into `results`."""
-    found = []
-    for lock in LOCKS.glob("*.output.lock"):
-        try:
-            if str(results) in lock.read_text():
-                found.append(lock)
-        except FileNotFoundError:
-            continue
-    return found
-
-
 def snakemake_of(results: Path, deadline: float) -> tuple[int, list[Path]]:
     """The pid of the Snakemake sweeping into `results` and its output locks, as soon as it has its lock."""
     while time.monotonic() < deadline:
-        locks = output_locks_naming(results)
+        locks = [lock for lock in _locks_naming(results) if lock.name.endswith(".output.lock")]
         pids = [pid for pid in guard.snakemake_running(REPO)
                 if f"results_dir={results}".encode() in Path(f"/proc/{pid}/cmdline").read_bytes()]
         if locks and pids:
