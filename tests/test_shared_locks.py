@@ -237,13 +237,13 @@ def test_a_sweep_on_another_host_records_its_host_and_this_hosts_sweep_is_refuse
     pid, _ = snakemake_of(tmp_path / "a", time.monotonic() + 240)
     os.killpg(pid, signal.SIGSTOP)
     try:
-        assert record_of(pid)["host"] == "node-a"
         second = sweep(tmp_path / "b", build)
         out, err = second.communicate(timeout=300)
         assert second.returncode == 2, out[-2000:] + err[-2000:]
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "on host node-a" in lines[0] and "--set build_dir=" in lines[0], err
         assert not (tmp_path / "b").exists()
+        assert record_of(pid)["host"] == "node-a"
     finally:
         os.killpg(pid, signal.SIGCONT)
         out, err = first.communicate(timeout=300)
