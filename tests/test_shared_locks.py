@@ -12,6 +12,7 @@ the second meets it holding its builds for as long as the test needs: no timing 
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -50,6 +51,23 @@ def snakemake_of(results: Path, deadline: float) -> tuple[int, list[Path]]:
     raise AssertionError(f"no Snakemake holds a lock for {results} in {LOCKS}")
 
 
+def stop_outside_the_flock(pid: int, deadline: float) -> None:
+    """SIGSTOP a Snakemake's process group at a moment it does not hold the clone's lock-phase
+    flock (.snakemake/harness-locks.flock): stopped inside it, every other Snakemake of the clone
+    would wait on the flock for as long as the test runs."""
+    while time.monotonic() < deadline:
+        os.killpg(pid, signal.SIGSTOP)
+        with open(REPO / ".snakemake" / "harness-locks.flock", "a") as f:  # closing it gives the flock back
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+        os.killpg(pid, signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError(f"Snakemake {pid} held the clone's lock-phase flock whenever it was stopped")
+
+
 def builds_held(locks: list[Path], build: Path) -> list[str]:
     """The files under `build` the run still has to make (in its output lock)."""
     return [k for lock in locks for k in lock.read_text().split() if k.startswith(str(build))]
@@ -79,7 +97,7 @@ def first(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, int, Path]]:
     build = tmp_path / "build"
     proc = sweep(tmp_path / "a", build)
     pid, locks = snakemake_of(tmp_path / "a", time.monotonic() + 240)
-    os.killpg(pid, signal.SIGSTOP)  # Snakemake and its jobs, holding the lock
+    stop_outside_the_flock(pid, time.monotonic() + 60)  # Snakemake and its jobs, holding the lock
     try:
         assert builds_held(locks, build), "the first sweep had made its builds before it was stopped"
         yield proc, pid, build
@@ -235,7 +253,7 @@ def test_a_sweep_on_another_host_records_its_host_and_this_hosts_sweep_is_refuse
                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
     pid, _ = snakemake_of(tmp_path / "a", time.monotonic() + 240)
-    os.killpg(pid, signal.SIGSTOP)
+    stop_outside_the_flock(pid, time.monotonic() + 60)
     try:
         second = sweep(tmp_path / "b", build)
         out, err = second.communicate(timeout=300)
