@@ -149,7 +149,8 @@ def check_shared_build(sweep_build_dir: Path, root: Path = REPO) -> None:
     tell whether it still runs): refused, naming it and the fixes."""
     lockdir = root / ".snakemake" / "locks"
     for owner in snakemake_locks.owners(lockdir):
-        if not owner.here() and Path(owner.build_dir).resolve() == sweep_build_dir.resolve():
+        holds = any((lockdir / name).exists() for name in owner.locks)  # not a record left alone
+        if holds and not owner.here() and Path(owner.build_dir).resolve() == sweep_build_dir.resolve():
             raise LockError(snakemake_locks.elsewhere(owner, str(sweep_build_dir)).removeprefix("error: "))
 
 
