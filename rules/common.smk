@@ -16,10 +16,6 @@ from analysis.core import toolchain as T
 from analysis.stages import build as B
 from analysis.stages import count as N
 
-# Several Snakemakes run in one clone (sweeps into other results folders, regress, the test
-# suite's workers): their lock files are checked, written and removed one run at a time.
-snakemake_locks.serialise()
-
 SWEEP_PATH = config.get("sweep", "configs/default.yaml")
 OVERRIDES = {k: config[k] for k in ("results_dir", "build_dir") if k in config}
 try:
@@ -33,6 +29,10 @@ try:
     READY, PLANNED, VERSIONS = R.preflight(SWEEP)
 except (C.ConfigError, T.ToolchainError) as e:
     raise WorkflowError(f"error: {e}")
+# Several Snakemakes run in one clone (sweeps into other results folders, regress, the test
+# suite's workers): their lock files are checked, written and removed one run at a time, each
+# with a record of who holds them (a run that needs files another one holds waits for it).
+snakemake_locks.serialise(str(SWEEP.results_dir), str(SWEEP.build_dir))
 NOTES = {name: r.notes for name, r in READY.items()}
 # Said by the main Snakemake process only: a job that reads the workflow again (a Slurm job)
 # does not repeat them.

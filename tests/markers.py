@@ -180,6 +180,8 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "golden_copy": (),
     # test_report.py
     "reported": (SLOW,),
+    # test_shared_locks.py
+    "first": (SLOW, EXCLUSIVE),  # a tiny sweep stopped holding the repository's Snakemake lock
     # test_slurm.py
     "local_slurm": (SLOW, "needs_slurm"),
     "slurm_work": (),

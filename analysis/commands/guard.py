@@ -3,8 +3,10 @@ by Ctrl-C, SIGTERM or SIGHUP.
 
 - A killed Snakemake leaves its lock in `<repo>/.snakemake/locks`, which would stop the next
   run with Snakemake's LockException (or, for `count` and `regress`, print nothing useful). A
-  lock with no Snakemake running in the tree is stale: the next command removes it with one
-  line and goes on, so the killed command resumes as it is run again.
+  lock whose Snakemake no longer runs on this host (its record says which, see
+  analysis.core.snakemake_locks; a lock without one: no Snakemake runs in the tree) is stale:
+  the next command removes it with one line and goes on, so the killed command resumes as it is
+  run again. Another host's lock is never taken over (a clone on shared storage).
 - Snakemake runs in a process group of its own, so a signal from the terminal (Ctrl-C, a
   closed terminal's SIGHUP) or `kill` reaches the command alone; it hands Snakemake's group a
   SIGINT, as a terminal's Ctrl-C would (the jobs stop and remove their staging, Snakemake
@@ -27,6 +29,7 @@ from typing import Callable, Iterator, TextIO
 from contextlib import contextmanager
 
 from analysis.core import snakemake_locks
+from analysis.core.snakemake_locks import is_snakemake
 from analysis.core.config import REPO
 
 
@@ -102,13 +105,6 @@ def snakemake_running(root: Path = REPO) -> list[int]:
     return pids
 
 
-def is_snakemake(cmdline: list[bytes]) -> bool:
-    """A Snakemake process: `python -m snakemake ...` (how the harness starts it), or its
-    console script (`snakemake ...` or `python .../snakemake ...`)."""
-    return cmdline[1:3] == [b"-m", b"snakemake"] or \
-        any(Path(w.decode(errors="replace")).name == "snakemake" for w in cmdline[:2])
-
-
 def failure_tail(proc: subprocess.CompletedProcess, lines: int = 15) -> list[str]:
     """The last lines a failed quiet Snakemake (`--quiet all`) printed. It prints nothing when
     another run in the clone holds files it needs (every config shares build/): then name that
@@ -124,16 +120,38 @@ def failure_tail(proc: subprocess.CompletedProcess, lines: int = 15) -> list[str
 
 
 def check_lock(root: Path = REPO) -> str | None:
-    """Remove a Snakemake lock that no running Snakemake holds (a killed run's); returns the line
-    that says so."""
-    locks = sorted((root / ".snakemake" / "locks").glob("*.lock"))
-    if not locks or snakemake_running(root):
+    """Remove the Snakemake lock files no running Snakemake holds (a killed run's); returns the
+    line that says so. A run's record (analysis.core.snakemake_locks) says whose files are
+    whose: a lock of this host whose Snakemake is gone is stale, another host's is never taken
+    over (its Snakemake cannot be seen from here). Lock files without a record (an older
+    harness's) are stale when no Snakemake runs in the clone on this host."""
+    lockdir = root / ".snakemake" / "locks"
+    if not list(lockdir.glob("*.lock")):
         return None
+    local = bool(snakemake_running(root))
     with snakemake_locks.held(root / ".snakemake"):  # a Snakemake starting now waits for it
-        for lock in locks:
+        found = snakemake_locks.owners(lockdir)
+        stopped = [o for o in found if o.here() and not o.alive()]
+        for owner in stopped:
+            snakemake_locks.remove(lockdir, owner)
+        bare = [] if local else [p for p in lockdir.glob("*.lock") if snakemake_locks.owner_of(p.name, found) is None]
+        for lock in bare:
             lock.unlink(missing_ok=True)
-    return (f"took over the Snakemake lock a stopped run left in {locks[0].parent} (no Snakemake runs in {root}); "
-            "finished steps are kept")
+    if not stopped and not bare:
+        return None
+    why = f"{stopped[0].who()} has ended" if stopped else f"no Snakemake runs in {root}"
+    return f"took over the Snakemake lock a stopped run left in {lockdir} ({why}); finished steps are kept"
+
+
+def check_shared_build(sweep_build_dir: Path, root: Path = REPO) -> None:
+    """Before a sweep touches anything: a sweep on another host (a clone on shared storage) that
+    holds Snakemake locks on the same build folder cannot be waited for safely (nothing here can
+    tell whether it still runs): refused, naming it and the fixes."""
+    lockdir = root / ".snakemake" / "locks"
+    for owner in snakemake_locks.owners(lockdir):
+        holds = any((lockdir / name).exists() for name in owner.locks)  # not a record left alone
+        if holds and not owner.here() and Path(owner.build_dir).resolve() == sweep_build_dir.resolve():
+            raise LockError(snakemake_locks.elsewhere(owner, str(sweep_build_dir)).removeprefix("error: "))
 
 
 def unlock(root: Path = REPO) -> str:
@@ -145,9 +163,13 @@ def unlock(root: Path = REPO) -> str:
     if not locks:
         return "unlock: no lock to remove"
     with snakemake_locks.held(root / ".snakemake"):
+        away = sorted({o.host for o in snakemake_locks.owners(root / ".snakemake" / "locks") if not o.here()})
         for lock in locks:
             lock.unlink(missing_ok=True)
-    return f"unlock: removed {len(locks)} stale lock files from {root / '.snakemake' / 'locks'}"
+        for record in (root / ".snakemake" / "locks").glob(f"*{snakemake_locks.OWNER_SUFFIX}"):
+            record.unlink(missing_ok=True)
+    hosts = f" (of host {', '.join(away)} too)" if away else ""
+    return f"unlock: removed {len(locks)} stale lock files{hosts} from {root / '.snakemake' / 'locks'}"
 
 
 # Signals that stop a command; each is handed to Snakemake as the SIGINT it stops cleanly on.

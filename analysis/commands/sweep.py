@@ -55,6 +55,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     runs = sum(len(j.runs) for j in jobs)
     if writes_nothing(ns.snakemake_args):  # a dry run, a listing, an unlock: nothing to guard
         return run_snakemake(ns, sweep, overrides, on_slurm)
+    guard.check_shared_build(sweep.build_dir)  # another host's sweep on this build folder: refused here
     lock, kept, lines = keep.take(sweep.results_dir, f"./harness sweep --config {ns.config}")
     try:
         for line in lines:
