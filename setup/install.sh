@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Self-installer of the SVE evaluation harness (Debian 12, x86-64).
 #
-#   setup/install.sh                 install what is missing (silent no-op when nothing is)
+#   setup/install.sh                 install what is missing (silent no-op when nothing is);
+#                                    `./harness setup` runs it --with-clang --with-chromium
+#                                    (what sweep and test need). A user who is neither root nor
+#                                    let in by sudo gets one line: the missing packages and
+#                                    the command root runs for them
 #   setup/install.sh --check         preflight: list what is missing, install nothing;
 #                                    exit 0 if all present, else 1
 #   setup/install.sh --with-clang    also the clang cross toolchain (clang-14)
