@@ -313,7 +313,7 @@ APT_UPDATED=0
 can_admin() {
     if [[ $EUID -eq 0 ]]; then SUDO=(); return 0; fi
     command -v sudo >/dev/null 2>&1 || return 1
-    if sudo -n true 2>/dev/null || id -nG | tr ' ' '\n' | grep -qxF sudo; then SUDO=(sudo); return 0; fi
+    if sudo -n true 2>/dev/null || [[ " $(id -nG) " == *" sudo "* ]]; then SUDO=(sudo); return 0; fi
     return 1
 }
 
