@@ -42,7 +42,7 @@ MARKERS = {
     "needs_mpi": "needs Debian's arm64 Open MPI (./harness setup --with-mpi)",
     "needs_ompi5": "needs the Open MPI 5.0.9 build (./harness setup --with-ompi5)",
     "needs_ompi_src": "needs an Open MPI 5.0.9 source tree (OMPI_SRC, or the clone ./harness setup --with-ompi5 makes)",
-    "needs_slurm": "needs slurm-wlm and munge (./harness setup --with-slurm)",
+    "needs_slurm": "needs slurm-wlm and munge (./harness setup --with-slurm), and root: the local Slurm's daemons run as root",
     "needs_perf": "needs a perf that can count on this host (linux-perf, perf_event_paranoid)",
     "needs_arm64_vm": "needs the emulated AArch64 guest with DynamoRIO (./harness setup --with-arm64-vm, which "
                       "builds DynamoRIO at its pinned commit; or DYNAMORIO_HOME=<AArch64 DynamoRIO>)",
@@ -84,8 +84,11 @@ def _ompi_src() -> str | None:
 
 
 def _slurm() -> str | None:
+    """Every Slurm test starts the local Slurm, whose daemons run as root (setup/slurm.sh)."""
     present = all(shutil.which(t) for t in ("slurmctld", "slurmd", "munged"))
-    return None if present else "slurm-wlm is not installed (./harness setup --with-slurm)"
+    if not present:
+        return "slurm-wlm is not installed (./harness setup --with-slurm)"
+    return None if os.geteuid() == 0 else "not root: the local Slurm of setup/slurm.sh runs its daemons as root"
 
 
 def _perf() -> str | None:
