@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Self-installer of the SVE evaluation harness (Debian 12, x86-64).
 #
-#   setup/install.sh                 install what is missing (silent no-op when nothing is)
+#   setup/install.sh                 install what is missing (silent no-op when nothing is);
+#                                    `./harness setup` runs it --with-clang --with-chromium
+#                                    (what sweep and test need). A user who is neither root nor
+#                                    let in by sudo gets one line: the missing packages and
+#                                    the command root runs for them
 #   setup/install.sh --check         preflight: list what is missing, install nothing;
 #                                    exit 0 if all present, else 1
 #   setup/install.sh --with-clang    also the clang cross toolchain (clang-14)
@@ -165,12 +169,13 @@ python_status() {
     echo ok
 }
 
-# Print the packages of "$@" that dpkg does not report as installed ("ii").
+# Print the packages of "$@" that dpkg does not report as installed (status "i" whatever the
+# selection: a package the admin holds, "hi", is installed as much as an "ii" one).
 missing_apt() {
     local installed
     # Both "pkg" and "pkg:arch" per installed package, so arch-qualified names match too.
     installed="$(dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Architecture}\n' "$@" 2>/dev/null \
-                 | awk '$1 == "ii" { print $2; print $2 ":" $3 }' || true)"
+                 | awk 'substr($1, 2, 1) == "i" { print $2; print $2 ":" $3 }' || true)"
     local p
     for p in "$@"; do
         grep -qxF "$p" <<<"$installed" || echo "$p"
@@ -302,12 +307,51 @@ stamp_key() {
 SUDO=()
 APT_UPDATED=0
 
-need_root_or_explain() {
-    # $@ = the command that needs root
+# Root, or a user sudo lets in (without a password, or a member of Debian's sudo group, whose
+# sudo asks for the password): sets SUDO. Anyone else cannot install; a sudo that would only say
+# "not in the sudoers file" counts as none.
+can_admin() {
     if [[ $EUID -eq 0 ]]; then SUDO=(); return 0; fi
-    if command -v sudo >/dev/null 2>&1; then SUDO=(sudo); return 0; fi
-    say "not root and no sudo; run as root: $*"
-    exit 1
+    command -v sudo >/dev/null 2>&1 || return 1
+    if sudo -n true 2>/dev/null || [[ " $(id -nG) " == *" sudo "* ]]; then SUDO=(sudo); return 0; fi
+    return 1
+}
+
+need_root_or_explain() {
+    # $1 = what is missing, $2 = the command root runs for it
+    can_admin && return 0
+    die "$1; not root and no sudo: ask root to run: $2"
+}
+
+# The ./harness setup line that installs this configuration (as root, in a clone of root's own:
+# run in the user's clone it would leave a .venv the user cannot write).
+setup_command() {
+    local c="./harness setup" f
+    for f in MPI:mpi GEM5:gem5 SLURM:slurm OMPI5:ompi5 ARM64_VM:arm64-vm; do
+        local v="WITH_${f%%:*}"
+        [[ ${!v} -eq 1 ]] && c+=" --with-${f#*:}"
+    done
+    echo "$c"
+}
+
+# The one command root runs for the missing packages "$@": the plain apt-get line when its
+# simulation (any user may simulate) removes nothing; otherwise the guarded setup, which names
+# the host toolchain to keep it.
+root_command() {
+    local sim rc=0
+    sim="$(mktemp)"
+    LC_ALL=C apt-get install -s --no-install-recommends "$@" >"$sim" 2>&1 || rc=$?
+    if [[ $rc -eq 0 && -z "$(sim_removals "$sim")" && "$*" != *:* ]]; then
+        echo "apt-get install --no-install-recommends $*"
+    else
+        echo "$(setup_command) (in a clone of root's own)"
+    fi
+    rm -f "$sim"
+}
+
+# A user who may not install: one line with only the missing packages and that command.
+refuse_missing() {
+    die "missing apt packages: $*; not root and no sudo: ask root to run: $(root_command "$@")"
 }
 
 apt_lists_empty() {
@@ -317,7 +361,7 @@ apt_lists_empty() {
 apt_update_once() {
     [[ $APT_UPDATED -eq 0 ]] || return 0
     APT_UPDATED=1
-    need_root_or_explain "apt-get update"
+    need_root_or_explain "the apt package lists are missing or stale" "apt-get update"
     say "running apt-get update (package lists are missing or stale)"
     "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
         || die "apt-get update failed; fix the apt sources, then rerun $ME"
@@ -330,7 +374,7 @@ apt_install() {
     local tool=() p v
     for p in "${HOST_TOOLCHAIN[@]}" "${HOST_TOOLCHAIN_IF_PRESENT[@]}"; do
         printf '%s\n' "$@" | grep -qxF "$p" && continue
-        if dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii'; then
+        if dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^.i'; then
             # One line per installed architecture (libc6-dev:arm64 after --with-mpi); Multi-Arch:
             # same packages share one version. (Not `| head -n 1`: SIGPIPE under pipefail.)
             v="$(dpkg-query -W -f='${Version}\n' "$p")"; v="${v%%$'\n'*}"
@@ -361,7 +405,7 @@ apt_install() {
     guard_simulation "$sim" "${args[@]}" || { rm -f "$sim"; exit 1; }
     rm -f "$sim"
 
-    need_root_or_explain "apt-get install -y ${args[*]}"
+    need_root_or_explain "missing apt packages: $*" "apt-get install --no-install-recommends $*"
     say "installing apt packages: $*"
     local log; log="$(mktemp)"
     if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=900 -y -q "${args[@]}" >"$log" 2>&1; then
@@ -399,7 +443,7 @@ arm64_enabled() {
 
 enable_arm64() {
     arm64_enabled && compgen -G '/var/lib/apt/lists/*binary-arm64_Packages*' >/dev/null && return 0
-    need_root_or_explain "dpkg --add-architecture arm64"
+    need_root_or_explain "the arm64 architecture or its package lists are missing" "$(setup_command) (in a clone of root's own)"
     if ! arm64_enabled; then
         say "enabling the arm64 architecture (dpkg --add-architecture arm64) for Debian's arm64 packages"
         "${SUDO[@]}" dpkg --add-architecture arm64 || die "dpkg --add-architecture arm64 failed"
@@ -541,7 +585,8 @@ if [[ $MODE == check ]]; then
     problems=()
     py="$(pick_python)"
     st="$(python_status "$py")"; [[ "$st" == ok ]] || problems+=("python: $st")
-    while read -r p; do [[ -n "$p" ]] && problems+=("apt package $p not installed (fix: $ME)"); done < <(missing_apt "${APT_PKGS[@]}")
+    mapfile -t MISSING < <(missing_apt "${APT_PKGS[@]}")
+    for p in "${MISSING[@]}"; do problems+=("apt package $p not installed (fix: $ME)"); done
     while read -r c; do [[ -n "$c" ]] && problems+=("command $c not on PATH (fix: $ME)"); done < <(missing_cmds "${CMDS[@]}")
     if [[ $WITH_MPI -eq 1 ]]; then
         arm64_enabled || problems+=("dpkg architecture arm64 not enabled (fix: $ME --with-mpi)")
@@ -575,7 +620,11 @@ if [[ $MODE == check ]]; then
     [[ $WITH_SLURM -eq 1 ]] && fixcmd+=" --with-slurm"
     [[ $WITH_OMPI5 -eq 1 ]] && fixcmd+=" --with-ompi5"
     [[ $WITH_ARM64_VM -eq 1 ]] && fixcmd+=" --with-arm64-vm"
-    echo "fix: run $fixcmd (as root, or as a user with sudo)"
+    if [[ ${#MISSING[@]} -gt 0 ]] && ! can_admin; then
+        echo "fix: ask root to run: $(root_command "${MISSING[@]}"); then run $fixcmd"
+    else
+        echo "fix: run $fixcmd (as root, or as a user with sudo)"
+    fi
     exit 1
 fi
 
@@ -604,6 +653,7 @@ flock 9
 if fast_ok; then exec 9>&-; run_builds; fi
 
 mapfile -t MISSING < <(missing_apt "${APT_PKGS[@]}")
+if [[ ${#MISSING[@]} -gt 0 ]] && ! can_admin; then refuse_missing "${MISSING[@]}"; fi
 if [[ $WITH_MPI -eq 1 || $WITH_OMPI5 -eq 1 ]] && printf '%s\n' "${MISSING[@]}" | grep -q ':arm64$'; then enable_arm64; fi
 # The guest's packages are downloaded for arm64: the architecture and its lists must be there.
 if [[ $WITH_ARM64_VM -eq 1 ]]; then enable_arm64; fi
@@ -624,10 +674,13 @@ setup_venv "$PY"
 
 pins_in "$REQS" "" tops >"$MANIFEST.tmp" && mv "$MANIFEST.tmp" "$MANIFEST"
 grep -qxF "$KEY" "$STAMP" 2>/dev/null || echo "$KEY" >>"$STAMP"
-# A set with extras contains the base set: a later run without them is a no-op too.
-if [[ $WITH_CLANG -eq 1 || $WITH_MPI -eq 1 || $WITH_GEM5 -eq 1 || $WITH_SLURM -eq 1 || $WITH_OMPI5 -eq 1 || $WITH_ARM64_VM -eq 1 ]]; then
-    BASE_KEY="$(stamp_key "${APT_BASE[@]}")"
-    grep -qxF "$BASE_KEY" "$STAMP" || echo "$BASE_KEY" >>"$STAMP"
-fi
+# A set with extras contains the base set, and with clang the sweep's set (./harness setup's set
+# has chromium too): a later run for either is a no-op too.
+for sub in base clang; do
+    [[ $VENV_ONLY -eq 0 && ( $sub == base || $WITH_CLANG -eq 1 ) ]] || continue
+    if [[ $sub == base ]]; then SUB_KEY="$(stamp_key "${APT_BASE[@]}")"
+    else SUB_KEY="$(stamp_key "${APT_BASE[@]}" "${APT_CLANG[@]}")"; fi
+    grep -qxF "$SUB_KEY" "$STAMP" || echo "$SUB_KEY" >>"$STAMP"
+done
 exec 9>&-
 run_builds

@@ -14,6 +14,7 @@ test against the table, and the table against the fixtures the test files define
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -34,18 +35,23 @@ MARKERS = {
           "./harness test --fast leaves it out",
     EXCLUSIVE: "runs alone when the suite runs on several cores (pytest-xdist): it reads or writes the "
                "repository's Snakemake state (its locks, the Snakemakes running in the tree) or times something",
+    "needs_root": "needs root: it creates a throwaway user or changes the machine (run the suite as root)",
     "needs_clang": "needs clang-14 (./harness setup --with-clang; ./harness test installs it)",
     "needs_chromium": "needs Debian's chromium, run headless (./harness test installs it)",
     "needs_gem5": "needs a gem5 binary (./harness setup --with-gem5, or GEM5=/path/to/gem5.fast)",
     "needs_mpi": "needs Debian's arm64 Open MPI (./harness setup --with-mpi)",
     "needs_ompi5": "needs the Open MPI 5.0.9 build (./harness setup --with-ompi5)",
     "needs_ompi_src": "needs an Open MPI 5.0.9 source tree (OMPI_SRC, or the clone ./harness setup --with-ompi5 makes)",
-    "needs_slurm": "needs slurm-wlm and munge (./harness setup --with-slurm)",
+    "needs_slurm": "needs slurm-wlm and munge (./harness setup --with-slurm), and root: the local Slurm's daemons run as root",
     "needs_perf": "needs a perf that can count on this host (linux-perf, perf_event_paranoid)",
     "needs_arm64_vm": "needs the emulated AArch64 guest with DynamoRIO (./harness setup --with-arm64-vm, which "
                       "builds DynamoRIO at its pinned commit; or DYNAMORIO_HOME=<AArch64 DynamoRIO>)",
     "needs_arm64_guest": "needs the emulated AArch64 guest, DynamoRIO or not (./harness setup --with-arm64-vm)",
 }
+
+
+def _root() -> str | None:
+    return None if os.geteuid() == 0 else "not root: the test creates a throwaway user or changes the machine"
 
 
 def _clang() -> str | None:
@@ -78,8 +84,11 @@ def _ompi_src() -> str | None:
 
 
 def _slurm() -> str | None:
+    """Every Slurm test starts the local Slurm, whose daemons run as root (setup/slurm.sh)."""
     present = all(shutil.which(t) for t in ("slurmctld", "slurmd", "munged"))
-    return None if present else "slurm-wlm is not installed (./harness setup --with-slurm)"
+    if not present:
+        return "slurm-wlm is not installed (./harness setup --with-slurm)"
+    return None if os.geteuid() == 0 else "not root: the local Slurm of setup/slurm.sh runs its daemons as root"
 
 
 def _perf() -> str | None:
@@ -99,7 +108,7 @@ def _arm64_guest() -> str | None:
 # needs_* marker -> its probe: None when the part is here, else the line that says what is
 # missing and how to get it (the skip's reason).
 PROBES: dict[str, Callable[[], str | None]] = {
-    "needs_clang": _clang, "needs_chromium": _chromium, "needs_gem5": _gem5, "needs_mpi": _mpi,
+    "needs_root": _root, "needs_clang": _clang, "needs_chromium": _chromium, "needs_gem5": _gem5, "needs_mpi": _mpi,
     "needs_ompi5": _ompi5, "needs_ompi_src": _ompi_src, "needs_slurm": _slurm, "needs_perf": _perf,
     "needs_arm64_vm": _arm64_vm, "needs_arm64_guest": _arm64_guest,
 }
@@ -134,6 +143,8 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "env": (),
     # test_install.py
     "shims": (),
+    # test_nonroot.py
+    "ordinary_user": ("needs_root", "needs_clang", "needs_chromium"),
     # test_keep.py
     "good": (SLOW,),
     # test_kernels.py

@@ -34,14 +34,16 @@ def run(args: list[str], env: dict[str, str] | None = None, user: str | None = N
 def test_help_names_the_usage_and_what_it_checks() -> None:
     proc = run(["--help"])
     assert proc.returncode == 0, proc.stderr
-    assert "ci/fresh-machine [--keep] [--ref REV] [--only sweep|test] [--dir DIR]" in proc.stdout
+    assert "ci/fresh-machine [--keep] [--ref REV] [--only sweep|test] [--as root|user] [--dir DIR]" in proc.stdout
     assert "debootstrap" in proc.stdout and "./harness test" in proc.stdout
 
 
-def test_bad_option_is_one_line() -> None:
-    proc = run(["--only", "bench"])
+@pytest.mark.parametrize("args, line", [(["--only", "bench"], "fresh-machine: --only needs sweep or test"),
+                                        (["--as", "admin"], "fresh-machine: --as needs root or user")])
+def test_bad_option_is_one_line(args: list[str], line: str) -> None:
+    proc = run(args)
     assert proc.returncode == 1
-    assert proc.stderr.strip() == "fresh-machine: --only needs sweep or test"
+    assert proc.stderr.strip() == line
 
 
 def test_not_root_is_refused_in_one_line() -> None:

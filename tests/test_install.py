@@ -59,17 +59,18 @@ def shims(tmp_path: Path):
     bindir.mkdir()
     _write_exe(bindir / "apt-get", APT_SHIM)
     _write_exe(bindir / "dpkg-query", LOG_SHIM.format(name="dpkg-query", tail="exit 1"))
-    _write_exe(bindir / "sudo", LOG_SHIM.format(name="sudo", tail='exec "$@"'))
+    # `sudo -n true`: the installer asks whether sudo lets this user in (the suite run as a user).
+    _write_exe(bindir / "sudo", LOG_SHIM.format(name="sudo", tail='[[ "$1" == -n ]] && shift; exec "$@"'))
     log = tmp_path / "calls.log"
     log.write_text("")
     sims = tmp_path / "sims.txt"
 
-    def run(*args: str, sim_files: list[str] = (), timeout: float = 60):
+    def run(*args: str, sim_files: list[str] = (), timeout: float = 60, program: Path = INSTALL):
         sims.write_text("".join(str(FIXTURES / f) + "\n" for f in sim_files))
         env = dict(os.environ)
         env.update(PATH=f"{bindir}:{env['PATH']}", SHIM_LOG=str(log), SHIM_SIMS=str(sims), LC_ALL="C")
         proc = subprocess.run(
-            ["bash", str(INSTALL), *args], cwd=ROOT, env=env,
+            ["bash", str(program), *args], cwd=ROOT, env=env,
             capture_output=True, text=True, timeout=timeout,
         )
         return proc, log.read_text().splitlines()
@@ -270,6 +271,55 @@ def test_with_chromium_installs_it_through_the_guard(shims):
     assert _real_installs(calls) == [] and proc.returncode != 0
 
 
+def test_plain_setup_installs_what_sweep_and_test_need(shims):
+    """`./harness setup` without options: clang-14 (the default sweep's second compiler) and
+    chromium (the report test) in the one guarded install, so that after root's plain setup no
+    other user's sweep or test has anything to install (it installed neither)."""
+    proc, calls = shims("setup", "--force", sim_files=["sim-remv-gcc-multilib.txt"], program=ROOT / "harness")
+    sim_call = next(c for c in calls if c.startswith("apt-get install -s"))
+    assert " clang-14 " in f"{sim_call} " and " chromium " in f"{sim_call} ", sim_call
+    assert _real_installs(calls) == [] and proc.returncode == 1
+
+
+HELD_DPKG_QUERY = r"""#!/bin/bash
+# The real dpkg-query, every installed package shown as held by the admin (apt-mark hold: "hi").
+/usr/bin/dpkg-query "$@" | sed 's/^ii/hi/'
+"""
+
+
+@needs_install
+def test_a_held_package_counts_as_installed(tmp_path):
+    """An admin who holds the toolchain (apt-mark hold gcc) has it installed: dpkg says "hi", and
+    --check listed every held package as missing (and install asked for it again)."""
+    _write_exe(tmp_path / "dpkg-query", HELD_DPKG_QUERY)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    assert subprocess.run(["dpkg-query", "-W", "-f=${db:Status-Abbrev}", "gcc"], env=env, capture_output=True,
+                          text=True, timeout=30).stdout == "hi "
+    proc = subprocess.run(["bash", str(INSTALL), "--check"], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0 and "all present" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.needs_clang
+@pytest.mark.needs_chromium
+@needs_install
+def test_after_setup_the_sweeps_install_is_a_no_op(shims, tmp_path: Path):
+    """`./harness setup` installs the set of `./harness test` (clang and chromium): it records the
+    sweep's set (clang) as installed too, so the next sweep looks for nothing (no dpkg-query)."""
+    root = tmp_path / "clone"
+    _tree_with_venv(root)
+    install = root / "setup" / "install.sh"
+    # The real dpkg-query; an apt-get that refuses, so that a package missing here is not installed.
+    no_apt = tmp_path / "no-apt"
+    no_apt.mkdir()
+    _write_exe(no_apt / "apt-get", "#!/bin/sh\necho 'apt-get: not in this test' >&2; exit 1\n")
+    proc = subprocess.run(["bash", str(install), "--with-clang", "--with-chromium"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PATH": f"{no_apt}:{os.environ['PATH']}"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc, calls = shims("--with-clang", program=install)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert calls == []
+
+
 def test_with_slurm_goes_through_the_removal_guard(shims):
     """--with-slurm installs slurm-wlm and munge in the same guarded command as the toolchain; a
     simulation that removes packages stops it before any install and before any daemon starts."""
@@ -313,7 +363,7 @@ def test_check_with_ompi5_names_the_missing_build(tmp_path):
                           timeout=60, env=env)
     assert proc.returncode == 1
     assert f"Open MPI 5 not built at {tmp_path / 'cache' / 'ompi-v5.0.9' / 'install'} (fix: setup/install.sh --with-ompi5)" in proc.stdout
-    assert "fix: run setup/install.sh --with-ompi5" in proc.stdout
+    assert "run setup/install.sh --with-ompi5" in proc.stdout  # after root's apt line, for a user who may not install
 
 
 def test_check_with_arm64_vm_names_the_missing_guest(tmp_path):
@@ -323,7 +373,7 @@ def test_check_with_arm64_vm_names_the_missing_guest(tmp_path):
     assert proc.returncode == 1
     assert (f"the arm64 guest is not built at {tmp_path / 'cache' / 'arm64-vm-6.1.0-56-arm64'} "
             "(fix: setup/install.sh --with-arm64-vm)") in proc.stdout
-    assert "fix: run setup/install.sh --with-arm64-vm" in proc.stdout
+    assert "run setup/install.sh --with-arm64-vm" in proc.stdout  # after root's apt line, for a user who may not install
 
 
 def test_harness_caches_bytecode_under_venv_despite_dontwritebytecode(tmp_path: Path):
