@@ -117,15 +117,7 @@ fi
 
 # --- kernel ------------------------------------------------------------------------------------
 if ! done_step kernel; then
-    rm -rf "$DIR/kernel" "$DIR/modules"; mkdir -p "$DIR/kernel" "$DIR/modules"
-    dpkg-deb -x "$DIR"/debs/linux-image-"$KERNEL_ABI"_*_arm64.deb "$DIR/kernel" \
-        || { rm -rf "$DIR/kernel" "$DIR/modules"; die "unpacking the kernel package failed; fix: rm -f $DIR/.done-debs and rerun $FIX"; }
-    for m in "${MODULES[@]}"; do
-        cp "$DIR/kernel/lib/modules/$KERNEL_ABI/kernel/$m.ko" "$DIR/modules/" \
-            || { rm -rf "$DIR/kernel" "$DIR/modules"; die "the kernel has no $m.ko; the module list in $ME no longer fits $KERNEL_ABI"; }
-    done
-    cp "$DIR/kernel/boot/vmlinuz-$KERNEL_ABI" "$DIR/vmlinuz"
-    rm -rf "$DIR/kernel"
+    unpack_kernel "$DIR" "$KERNEL_ABI" "$FIX" "${MODULES[@]}"
     mark_done kernel
 fi
 

@@ -172,17 +172,8 @@ if ! done_step debs; then
 fi
 
 # --- kernel ------------------------------------------------------------------------------------
-# Only vmlinuz and the modules /init loads are kept: the whole package unpacks to 350 MB.
 if ! done_step kernel; then
-    rm -rf "$DIR/kernel" "$DIR/vmlinuz" "$DIR/modules"; mkdir -p "$DIR/kernel" "$DIR/modules"
-    dpkg-deb -x "$DIR"/debs/linux-image-"$KERNEL_ABI"_*_arm64.deb "$DIR/kernel" \
-        || { rm -rf "$DIR/kernel" "$DIR/modules"; die "unpacking the kernel package failed; fix: rm -f $DIR/.done-debs and rerun $FIX"; }
-    for m in "${MODULES[@]}"; do
-        cp "$DIR/kernel/lib/modules/$KERNEL_ABI/kernel/$m.ko" "$DIR/modules/" \
-            || { rm -rf "$DIR/kernel" "$DIR/modules"; die "the kernel has no $m.ko; the module list in $ME no longer fits $KERNEL_ABI"; }
-    done
-    cp "$DIR/kernel/boot/vmlinuz-$KERNEL_ABI" "$DIR/vmlinuz"
-    rm -rf "$DIR/kernel"
+    unpack_kernel "$DIR" "$KERNEL_ABI" "$FIX" "${MODULES[@]}"
     mark_done kernel
 fi
 
