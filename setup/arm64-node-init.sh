@@ -17,6 +17,8 @@ mkdir -p /root
 mount -t ext4 /dev/vda /root || fail "cannot mount the node's disk /dev/vda"
 mkdir -p /root/proc /root/sys /root/dev /root/mnt/host
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 host /root/mnt/host || fail "no host share"
+# No systemd sets the host name: sudo warns on every call when it cannot resolve it.
+cat /root/etc/hostname >/proc/sys/kernel/hostname 2>/dev/null
 # QEMU's user-mode network: the guest is 10.0.2.15, the gateway 10.0.2.2, DNS 10.0.2.3.
 ip link set lo up
 ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2 \

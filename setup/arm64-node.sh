@@ -68,7 +68,8 @@ esac
 started=$(date +%s)
 done_step() { [[ -f "$DIR/.done-$1" ]]; }
 mark_done() { date -u +%FT%TZ >"$DIR/.done-$1"; }
-if [[ -f "$STAMP" ]]; then
+# Built: the check's stamp, and an initramfs newer than the /init it holds.
+if [[ -f "$STAMP" && ! "$ROOT/setup/arm64-node-init.sh" -nt "$DIR/initrd.img" ]]; then
     say "the arm64 node is built: $DIR"
     exit 0
 fi
@@ -80,6 +81,7 @@ done
 archs=$(dpkg --print-foreign-architectures 2>/dev/null || true)
 grep -qx arm64 <<<"$archs" || die "the arm64 architecture is not enabled for apt; fix: $FIX (dpkg --add-architecture arm64)"
 mkdir -p "$DIR" || die "cannot create $DIR; set HARNESS_CACHE to a writable directory"
+rm -f "$STAMP"  # written again only after the check boot passes
 
 # The mirror of the host's apt sources (ci/fresh-machine reads it the same way).
 host_mirror() {

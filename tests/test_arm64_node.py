@@ -121,6 +121,46 @@ def test_a_missing_node_is_one_line_naming_the_setup_command(node_cache: dict[st
     assert proc.returncode == 1 and FIX in one_line(proc.stderr) and "Traceback" not in proc.stderr
 
 
+def fake_qemu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> arm64_node.Node:
+    """A qemu-system-aarch64 on PATH that runs `body` (bash; $share: the share folder), and a node
+    directory with the three files the runner looks for."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    qemu = bin_dir / "qemu-system-aarch64"
+    qemu.write_text("#!/bin/bash\nfor a; do case $a in *,path=*) share=${a#*,path=}; share=${share%%,*};; esac; done\n"
+                    + body + "\n")
+    qemu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    node_dir = tmp_path / "node"
+    node_dir.mkdir()
+    for f in ("vmlinuz", "initrd.img", "node.img"):
+        (node_dir / f).write_text("")
+    return arm64_node.find_node(node_dir)
+
+
+def test_the_status_and_output_come_back_through_the_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = fake_qemu(tmp_path, monkeypatch, 'echo hello >"$share/output.log"; echo 3 >"$share/rc"; echo "NODE-DONE rc=3"')
+    result = arm64_node.run(node, "true", tmp_path / "out", 60)
+    assert (result.rc, result.log.read_text()) == (3, "hello\n")
+    assert "runuser -u harness" in (tmp_path / "out" / "boot.sh").read_text()
+
+
+def test_a_node_that_stops_early_is_one_line_with_its_last_console_line(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    node = fake_qemu(tmp_path, monkeypatch, 'echo "NODE-ERROR cannot mount the node\'s disk /dev/vda"; exit 0')
+    with pytest.raises(arm64_node.NodeError) as e:
+        arm64_node.run(node, "true", tmp_path / "out", 60)
+    assert str(e.value) == ("the node stopped before its command ended (QEMU exit 0); "
+                            "last console line: \"NODE-ERROR cannot mount the node's disk /dev/vda\"")
+
+
+def test_a_node_past_its_time_limit_is_stopped_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = fake_qemu(tmp_path, monkeypatch, 'echo NODE-READY; exec sleep 60')
+    with pytest.raises(arm64_node.NodeError, match=r"^the node did not finish in its time limit of 1 s \(stopped\); "
+                                                     r"last console line: 'NODE-READY'$"):
+        arm64_node.run(node, "true", tmp_path / "out", 1)
+
+
 # --- the installer by architecture -------------------------------------------------------------
 
 def packages(arch: str, *args: str) -> subprocess.CompletedProcess:
