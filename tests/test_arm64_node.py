@@ -209,3 +209,15 @@ def test_a_command_runs_in_the_node_as_its_user_and_returns_its_status(tmp_path:
                             tmp_path, 600)
     assert result.rc == 3
     assert result.log.read_text().splitlines() == ["harness", "aarch64", "(3, 11)"]
+
+
+# --- host-only rows of another ISA -------------------------------------------------------------
+
+def test_x86_host_rows_are_one_skip_line_on_an_aarch64_host() -> None:
+    from analysis.backends import perf
+    from analysis.core import config
+    sweep = config.load(REPO / "configs" / "beyond.yaml")
+    assert perf.other_isa_note(sweep, "x86_64") is None
+    assert perf.other_isa_note(sweep, "aarch64") == (
+        "perf: 5 x86_64 host-only rows skipped on this aarch64 host: memcpy/x86_avx2, memcpy/x86_avx2_stream, "
+        "memcpy/x86_avx2_stream_prefetch, memcpy/x86_avx2_x4, memcpy/x86_mt")
