@@ -106,14 +106,10 @@ host_mirror() {
 
 # --- debs --------------------------------------------------------------------------------------
 if ! done_step debs; then
-    rm -rf "$DIR/debs"; mkdir -p "$DIR/debs"
     want=()
     for p in "${PINNED[@]}"; do want+=("${p%%=*}:arm64=${p#*=}"); done
     say "downloading the kernel $KERNEL_ABI $KERNEL_VERSION and busybox (arm64)"
-    if ! (cd "$DIR/debs" && apt-get -q -o APT::Sandbox::User="$(id -un)" download "${want[@]}") >"$DIR/debs.log" 2>&1; then
-        rm -rf "$DIR/debs"
-        die "apt-get download failed (log: $DIR/debs.log); if it says a pinned version is not found, the mirror moved on: update KERNEL_VERSION and PINNED in $ME"
-    fi
+    download_debs "$DIR" "${want[@]}"
     mark_done debs
 fi
 

@@ -158,16 +158,11 @@ rm -f "$STAMP"  # written again only after the boot check passes
 
 # --- debs --------------------------------------------------------------------------------------
 if ! done_step debs; then
-    rm -rf "$DIR/debs"; mkdir -p "$DIR/debs"
     want=()
     for p in "${PINNED[@]}"; do want+=("${p%%=*}:arm64=${p#*=}"); done
     for p in "${LIBS[@]}"; do want+=("$p:arm64"); done
     say "downloading ${#want[@]} arm64 packages (Debian 12, kernel $KERNEL_ABI $KERNEL_VERSION)"
-    # _apt cannot write into a root-owned cache: download as the caller (the warning says so).
-    if ! (cd "$DIR/debs" && apt-get -q -o APT::Sandbox::User="$(id -un)" download "${want[@]}") >"$DIR/debs.log" 2>&1; then
-        rm -rf "$DIR/debs"
-        die "apt-get download failed (log: $DIR/debs.log); if it says a pinned version is not found, the mirror moved on: update KERNEL_VERSION and PINNED in $ME"
-    fi
+    download_debs "$DIR" "${want[@]}"
     mark_done debs
 fi
 

@@ -41,6 +41,19 @@ needs_library() {
     awk -v lib="[$soname]" '/\(NEEDED\)/ && index($0, lib) { found = 1 } END { exit !found }' <<<"$dynamic"
 }
 
+# apt-get download of PACKAGE... (name:arm64=version, or name:arm64 for the mirror's current one)
+# into DIR/debs, the log in DIR/debs.log; nothing is left of a failed download.
+download_debs() {
+    local dir=$1
+    shift
+    rm -rf "$dir/debs"; mkdir -p "$dir/debs"
+    # _apt cannot write into a root-owned cache: download as the caller (the warning says so).
+    if ! (cd "$dir/debs" && apt-get -q -o APT::Sandbox::User="$(id -un)" download "$@") >"$dir/debs.log" 2>&1; then
+        rm -rf "$dir/debs"
+        die "apt-get download failed (log: $dir/debs.log); if it says a pinned version is not found, the mirror moved on: update KERNEL_VERSION and PINNED in $ME"
+    fi
+}
+
 # Unpack Debian's arm64 kernel package DIR/debs/linux-image-ABI_*.deb into DIR/vmlinuz and the
 # modules named after FIX (paths under the package's kernel/ folder, without .ko) into
 # DIR/modules: the whole package unpacks to 350 MB, the guests load a few modules. FIX: the
