@@ -121,7 +121,8 @@ fi
 
 # --- rootfs (debootstrap's first stage) ---------------------------------------------------------
 ROOTFS="$DIR/rootfs"
-if ! done_step rootfs; then
+# The tree is needed until it is in the image (the image step removes it and its stamp).
+if ! done_step rootfs && ! done_step image; then
     mirror=$(host_mirror | head -n 1) || true
     [[ -n "$mirror" ]] || die "no '$SUITE' deb entry in the host's apt sources (/etc/apt/sources.list, /etc/apt/sources.list.d/); the node's mirror is read from there"
     rm -rf "$ROOTFS"
