@@ -221,3 +221,32 @@ def test_x86_host_rows_are_one_skip_line_on_an_aarch64_host() -> None:
     assert perf.other_isa_note(sweep, "aarch64") == (
         "perf: 5 x86_64 host-only rows skipped on this aarch64 host: memcpy/x86_avx2, memcpy/x86_avx2_stream, "
         "memcpy/x86_avx2_stream_prefetch, memcpy/x86_avx2_x4, memcpy/x86_mt")
+
+
+# --- ci/compare-roi-counts ---------------------------------------------------------------------
+
+HEADER = "kernel,variant,vl,size,metric,value\n"
+
+
+def compare(tmp_path: Path, host: str, node: str) -> subprocess.CompletedProcess:
+    (tmp_path / "h.csv").write_text(HEADER + host)
+    (tmp_path / "n.csv").write_text(HEADER + node)
+    return run([str(REPO / "ci" / "compare-roi-counts"), str(tmp_path / "h.csv"), str(tmp_path / "n.csv")])
+
+
+def test_roi_cells_are_compared_one_by_one_and_other_metrics_not(tmp_path: Path) -> None:
+    same = "copy,c_vec,128,64,roi.total,10\ncopy,c_vec,128,64,whole.total,99\n"
+    proc = compare(tmp_path, same, same.replace(",99", ",98"))
+    assert (proc.returncode, proc.stdout) == (0, "1 ROI cells, 0 differ\n")
+    proc = compare(tmp_path, same + "pack,blocks_call,512,64,roi.op.tbnz,1\n", same.replace(",10", ",11"))
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [
+        "kernel=copy variant=c_vec vl=128 size=64 metric=roi.total: host 10, node 11",
+        "kernel=pack variant=blocks_call vl=512 size=64 metric=roi.op.tbnz: host 1, node (none)",
+        "2 ROI cells, 2 differ"]
+
+
+def test_a_file_that_is_not_a_counts_table_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "h.csv").write_text("a,b\n1,2\n")
+    proc = run([str(REPO / "ci" / "compare-roi-counts"), str(tmp_path / "h.csv"), str(tmp_path / "h.csv")])
+    assert proc.returncode == 2 and "is it a counts.csv?" in one_line(proc.stderr)
