@@ -158,31 +158,17 @@ rm -f "$STAMP"  # written again only after the boot check passes
 
 # --- debs --------------------------------------------------------------------------------------
 if ! done_step debs; then
-    rm -rf "$DIR/debs"; mkdir -p "$DIR/debs"
     want=()
     for p in "${PINNED[@]}"; do want+=("${p%%=*}:arm64=${p#*=}"); done
     for p in "${LIBS[@]}"; do want+=("$p:arm64"); done
     say "downloading ${#want[@]} arm64 packages (Debian 12, kernel $KERNEL_ABI $KERNEL_VERSION)"
-    # _apt cannot write into a root-owned cache: download as the caller (the warning says so).
-    if ! (cd "$DIR/debs" && apt-get -q -o APT::Sandbox::User="$(id -un)" download "${want[@]}") >"$DIR/debs.log" 2>&1; then
-        rm -rf "$DIR/debs"
-        die "apt-get download failed (log: $DIR/debs.log); if it says a pinned version is not found, the mirror moved on: update KERNEL_VERSION and PINNED in $ME"
-    fi
+    download_debs "$DIR" "${want[@]}"
     mark_done debs
 fi
 
 # --- kernel ------------------------------------------------------------------------------------
-# Only vmlinuz and the modules /init loads are kept: the whole package unpacks to 350 MB.
 if ! done_step kernel; then
-    rm -rf "$DIR/kernel" "$DIR/vmlinuz" "$DIR/modules"; mkdir -p "$DIR/kernel" "$DIR/modules"
-    dpkg-deb -x "$DIR"/debs/linux-image-"$KERNEL_ABI"_*_arm64.deb "$DIR/kernel" \
-        || { rm -rf "$DIR/kernel" "$DIR/modules"; die "unpacking the kernel package failed; fix: rm -f $DIR/.done-debs and rerun $FIX"; }
-    for m in "${MODULES[@]}"; do
-        cp "$DIR/kernel/lib/modules/$KERNEL_ABI/kernel/$m.ko" "$DIR/modules/" \
-            || { rm -rf "$DIR/kernel" "$DIR/modules"; die "the kernel has no $m.ko; the module list in $ME no longer fits $KERNEL_ABI"; }
-    done
-    cp "$DIR/kernel/boot/vmlinuz-$KERNEL_ABI" "$DIR/vmlinuz"
-    rm -rf "$DIR/kernel"
+    unpack_kernel "$DIR" "$KERNEL_ABI" "$FIX" "${MODULES[@]}"
     mark_done kernel
 fi
 

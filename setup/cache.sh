@@ -1,4 +1,4 @@
-# Sourced by setup/gem5.sh, ompi5.sh, arm64-vm.sh and dynamorio.sh: their one-line messages,
+# Sourced by setup/gem5.sh, ompi5.sh, arm64-vm.sh, arm64-node.sh and dynamorio.sh: their one-line messages,
 # where their builds are cached, whether a stamp still describes what was built, and the disk
 # check that runs before anything is created. The caller sets ME (its name in every line).
 
@@ -39,6 +39,37 @@ needs_library() {
     local file=$1 soname=$2 dynamic
     dynamic=$(aarch64-linux-gnu-readelf -d "$file" 2>/dev/null) || return 1
     awk -v lib="[$soname]" '/\(NEEDED\)/ && index($0, lib) { found = 1 } END { exit !found }' <<<"$dynamic"
+}
+
+# apt-get download of PACKAGE... (name:arm64=version, or name:arm64 for the mirror's current one)
+# into DIR/debs, the log in DIR/debs.log; nothing is left of a failed download.
+download_debs() {
+    local dir=$1
+    shift
+    rm -rf "$dir/debs"; mkdir -p "$dir/debs"
+    # _apt cannot write into a root-owned cache: download as the caller (the warning says so).
+    if ! (cd "$dir/debs" && apt-get -q -o APT::Sandbox::User="$(id -un)" download "$@") >"$dir/debs.log" 2>&1; then
+        rm -rf "$dir/debs"
+        die "apt-get download failed (log: $dir/debs.log); if it says a pinned version is not found, the mirror moved on: update KERNEL_VERSION and PINNED in $ME"
+    fi
+}
+
+# Unpack Debian's arm64 kernel package DIR/debs/linux-image-ABI_*.deb into DIR/vmlinuz and the
+# modules named after FIX (paths under the package's kernel/ folder, without .ko) into
+# DIR/modules: the whole package unpacks to 350 MB, the guests load a few modules. FIX: the
+# setup command the messages name.
+unpack_kernel() {
+    local dir=$1 abi=$2 fix=$3 m
+    shift 3
+    rm -rf "$dir/kernel" "$dir/vmlinuz" "$dir/modules"; mkdir -p "$dir/kernel" "$dir/modules"
+    dpkg-deb -x "$dir"/debs/linux-image-"$abi"_*_arm64.deb "$dir/kernel" \
+        || { rm -rf "$dir/kernel" "$dir/modules"; die "unpacking the kernel package failed; fix: rm -f $dir/.done-debs and rerun $fix"; }
+    for m in "$@"; do
+        cp "$dir/kernel/lib/modules/$abi/kernel/$m.ko" "$dir/modules/" \
+            || { rm -rf "$dir/kernel" "$dir/modules"; die "the kernel has no $m.ko; the module list in $ME no longer fits $abi"; }
+    done
+    cp "$dir/kernel/boot/vmlinuz-$abi" "$dir/vmlinuz"
+    rm -rf "$dir/kernel"
 }
 
 # Refuse (exit 2) unless DIR, measured at its nearest existing parent, has NEED GiB free.

@@ -28,6 +28,13 @@
 #                                    pinned commit by setup/dynamorio.sh, or given by
 #                                    DYNAMORIO_HOME) into a cache outside the repository
 #                                    (setup/arm64-vm.sh)
+#   setup/install.sh --with-arm64-node also qemu-system-arm, qemu-utils, cpio, debootstrap and
+#                                    e2fsprogs, then build the arm64 node: a whole Debian 12
+#                                    arm64 system on a disk image, booted under
+#                                    qemu-system-aarch64 (setup/arm64-node.sh; needs root)
+#   setup/install.sh --print-packages
+#                                    print the apt packages the other options name (installed
+#                                    or not), install nothing
 #   setup/install.sh --force         ignore the stamp and recheck everything
 #   setup/install.sh --venv-only     only the Python venv: no apt, no tool checks (a cluster
 #                                    without apt or root, e.g. A64FX nodes; ./harness does
@@ -85,6 +92,13 @@ MIN_PY="3.11"
 # needed only for -fuse-ld=lld, which the harness does not use.
 APT_BASE=(gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
           qemu-user gcc libc6-dev make python3 python3-venv git)
+# On an arm64 Debian (an SVE node) the native gcc provides aarch64-linux-gnu-gcc and binutils
+# aarch64-linux-gnu-objdump; the x86-64 cross packages have no arm64 candidate.
+# HARNESS_HOST_ARCH: the architecture to install for (default: dpkg's).
+HOST_ARCH="${HARNESS_HOST_ARCH:-$(dpkg --print-architecture 2>/dev/null || echo amd64)}"
+if [[ $HOST_ARCH == arm64 ]]; then
+    APT_BASE=(binutils qemu-user gcc libc6-dev make python3 python3-venv git)
+fi
 APT_CLANG=(clang-14)
 APT_CHROMIUM=(chromium)
 # perf, for the native measurements: Debian's package. Elsewhere perf is optional: the
@@ -104,6 +118,9 @@ APT_OMPI5=(autoconf automake libtool flex perl libhwloc-dev:arm64)
 # (DynamoRIO patches elfutils) and bzip2 (elfutils' tarball). Its arm64 packages are downloaded
 # (apt-get download), not installed.
 APT_ARM64_VM=(qemu-system-arm cpio cmake g++-aarch64-linux-gnu patch bzip2)
+# The arm64 node (issue 52): the emulator, qemu-img (ci/aarch64-node's overlays), the
+# initramfs packer, debootstrap and mke2fs (-d: the image without a loop mount).
+APT_ARM64_NODE=(qemu-system-arm qemu-utils cpio debootstrap e2fsprogs)
 # Where Debian's arm64 Open MPI puts its headers (the file the cheap recheck looks for).
 MPI_HEADER=/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h
 # Host toolchain named in every apt install command (protects it from removal).
@@ -117,6 +134,13 @@ HOST_TOOLCHAIN_IF_PRESENT=(g++ build-essential clang clang-14 lld-14 cpp dpkg-de
 CMDS_BASE=(aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu
            aarch64-linux-gnu-objdump:binutils-aarch64-linux-gnu
            qemu-aarch64:qemu-user gcc:gcc make:make git:git)
+if [[ $HOST_ARCH == arm64 ]]; then
+    CMDS_BASE=(aarch64-linux-gnu-gcc:gcc aarch64-linux-gnu-objdump:binutils
+               qemu-aarch64:qemu-user gcc:gcc make:make git:git)
+fi
+# The fix when the AArch64 compiler stops compiling.
+AARCH64_GCC_PKGS="gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
+[[ $HOST_ARCH != arm64 ]] || AARCH64_GCC_PKGS="gcc libc6-dev"
 CMDS_CLANG=(clang-14:clang-14)
 CMDS_CHROMIUM=(chromium:chromium)
 
@@ -327,7 +351,7 @@ need_root_or_explain() {
 # run in the user's clone it would leave a .venv the user cannot write).
 setup_command() {
     local c="./harness setup" f
-    for f in MPI:mpi GEM5:gem5 SLURM:slurm OMPI5:ompi5 ARM64_VM:arm64-vm; do
+    for f in MPI:mpi GEM5:gem5 SLURM:slurm OMPI5:ompi5 ARM64_VM:arm64-vm ARM64_NODE:arm64-node; do
         local v="WITH_${f%%:*}"
         [[ ${!v} -eq 1 ]] && c+=" --with-${f#*:}"
     done
@@ -424,7 +448,7 @@ check_compilers() {
         || { rm -rf "$t"; die "host gcc no longer compiles after apt install; fix: apt-get install --reinstall gcc libc6-dev binutils"; }
     if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then
         aarch64-linux-gnu-gcc -static -o "$t/cross" "$t/t.c" >/dev/null 2>&1 \
-            || { rm -rf "$t"; die "aarch64-linux-gnu-gcc no longer compiles after apt install; fix: apt-get install --reinstall gcc-aarch64-linux-gnu libc6-dev-arm64-cross"; }
+            || { rm -rf "$t"; die "aarch64-linux-gnu-gcc no longer compiles after apt install; fix: apt-get install --reinstall $AARCH64_GCC_PKGS"; }
     fi
     if command -v clang-14 >/dev/null 2>&1; then
         clang-14 -c -o "$t/clang.o" "$t/t.c" >/dev/null 2>&1 \
@@ -532,6 +556,7 @@ WITH_GEM5=0
 WITH_SLURM=0
 WITH_OMPI5=0
 WITH_ARM64_VM=0
+WITH_ARM64_NODE=0
 FORCE=0
 SIMFILE=""
 while [[ $# -gt 0 ]]; do
@@ -545,6 +570,8 @@ while [[ $# -gt 0 ]]; do
         --stop-slurm) exec "$ROOT/setup/slurm.sh" stop ;;
         --with-ompi5) WITH_OMPI5=1 ;;
         --with-arm64-vm) WITH_ARM64_VM=1 ;;
+        --with-arm64-node) WITH_ARM64_NODE=1 ;;
+        --print-packages) MODE=print ;;
         --force) FORCE=1 ;;
         --check-simulation)
             # Bad input: exit 2 with the fix (a bare `shift` past the end exited 1 without a word).
@@ -560,6 +587,11 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 
+# The emulated AArch64 guest and node stand in for an AArch64 host: on one they have no job.
+if [[ $HOST_ARCH == arm64 && ( $WITH_ARM64_VM -eq 1 || $WITH_ARM64_NODE -eq 1 ) ]]; then
+    say "skipping --with-arm64-vm and --with-arm64-node: they emulate an AArch64 machine for an x86-64 host, and this host is arm64"
+    WITH_ARM64_VM=0; WITH_ARM64_NODE=0
+fi
 if [[ $MODE == simcheck ]]; then
     [[ -r "$SIMFILE" ]] || die "--check-simulation needs a readable file"
     guard_simulation "$SIMFILE" "<packages>" && echo "$ME: simulation removes nothing: ok"
@@ -577,6 +609,13 @@ if [[ $WITH_SLURM -eq 1 ]]; then APT_PKGS+=("${APT_SLURM[@]}"); CMDS+=(slurmctld
 if [[ $WITH_OMPI5 -eq 1 ]]; then APT_PKGS+=("${APT_OMPI5[@]}"); fi
 if [[ $WITH_ARM64_VM -eq 1 ]]; then APT_PKGS+=("${APT_ARM64_VM[@]}"); CMDS+=(qemu-system-aarch64:qemu-system-arm cpio:cpio cmake:cmake
     aarch64-linux-gnu-g++:g++-aarch64-linux-gnu patch:patch bzip2:bzip2); fi
+if [[ $WITH_ARM64_NODE -eq 1 ]]; then APT_PKGS+=("${APT_ARM64_NODE[@]}"); CMDS+=(qemu-system-aarch64:qemu-system-arm
+    qemu-img:qemu-utils cpio:cpio debootstrap:debootstrap mke2fs:e2fsprogs); fi
+if [[ $MODE == print ]]; then
+    # The same package once (--with-arm64-vm and --with-arm64-node share some).
+    printf '%s\n' "${APT_PKGS[@]}" | awk '!seen[$0]++' | paste -sd' '
+    exit 0
+fi
 
 [[ -f "$REQS" ]] || die "requirements.txt missing at $REQS; restore it from git"
 [[ -f "$REQS_SLURM" ]] || die "requirements-slurm.txt missing at $REQS_SLURM; restore it from git"
@@ -609,6 +648,10 @@ if [[ $MODE == check ]]; then
         "$ROOT/setup/arm64-vm.sh" --path >/dev/null 2>&1 \
             || problems+=("the arm64 guest is not built at $("$ROOT/setup/arm64-vm.sh" --where) (fix: $ME --with-arm64-vm)")
     fi
+    if [[ $WITH_ARM64_NODE -eq 1 ]]; then
+        "$ROOT/setup/arm64-node.sh" --path >/dev/null 2>&1 \
+            || problems+=("the arm64 node is not built at $("$ROOT/setup/arm64-node.sh" --where) (fix: $ME --with-arm64-node)")
+    fi
     if [[ ${#problems[@]} -eq 0 ]]; then
         echo "$ME --check: all present (python $py, ${#APT_PKGS[@]} apt packages, .venv matches requirements.txt)"
         exit 0
@@ -620,6 +663,7 @@ if [[ $MODE == check ]]; then
     [[ $WITH_SLURM -eq 1 ]] && fixcmd+=" --with-slurm"
     [[ $WITH_OMPI5 -eq 1 ]] && fixcmd+=" --with-ompi5"
     [[ $WITH_ARM64_VM -eq 1 ]] && fixcmd+=" --with-arm64-vm"
+    [[ $WITH_ARM64_NODE -eq 1 ]] && fixcmd+=" --with-arm64-node"
     if [[ ${#MISSING[@]} -gt 0 ]] && ! can_admin; then
         echo "fix: ask root to run: $(root_command "${MISSING[@]}"); then run $fixcmd"
     else
@@ -642,6 +686,7 @@ run_builds() {
     if [[ $WITH_SLURM -eq 1 ]]; then "$ROOT/setup/slurm.sh" start || exit 1; fi
     if [[ $WITH_OMPI5 -eq 1 ]]; then "$ROOT/setup/ompi5.sh" || exit 1; fi
     if [[ $WITH_ARM64_VM -eq 1 ]]; then "$ROOT/setup/arm64-vm.sh" || exit 1; fi
+    if [[ $WITH_ARM64_NODE -eq 1 ]]; then "$ROOT/setup/arm64-node.sh" || exit 1; fi
     if [[ $WITH_GEM5 -eq 1 ]]; then exec "$ROOT/setup/gem5.sh"; fi
     exit 0
 }
@@ -656,7 +701,7 @@ mapfile -t MISSING < <(missing_apt "${APT_PKGS[@]}")
 if [[ ${#MISSING[@]} -gt 0 ]] && ! can_admin; then refuse_missing "${MISSING[@]}"; fi
 if [[ $WITH_MPI -eq 1 || $WITH_OMPI5 -eq 1 ]] && printf '%s\n' "${MISSING[@]}" | grep -q ':arm64$'; then enable_arm64; fi
 # The guest's packages are downloaded for arm64: the architecture and its lists must be there.
-if [[ $WITH_ARM64_VM -eq 1 ]]; then enable_arm64; fi
+if [[ $WITH_ARM64_VM -eq 1 || $WITH_ARM64_NODE -eq 1 ]]; then enable_arm64; fi
 if [[ ${#MISSING[@]} -gt 0 ]]; then
     apt_install "${MISSING[@]}"
     mapfile -t STILL < <(missing_apt "${APT_PKGS[@]}")

@@ -23,7 +23,7 @@ from typing import Protocol
 import pytest
 
 from analysis.backends import gem5, perf, perf_guest
-from analysis.core import arm64_vm, config, mpi
+from analysis.core import arm64_node, arm64_vm, config, mpi
 
 TESTS = Path(__file__).resolve().parent
 SLOW = "slow"
@@ -47,6 +47,7 @@ MARKERS = {
     "needs_arm64_vm": "needs the emulated AArch64 guest with DynamoRIO (./harness setup --with-arm64-vm, which "
                       "builds DynamoRIO at its pinned commit; or DYNAMORIO_HOME=<AArch64 DynamoRIO>)",
     "needs_arm64_guest": "needs the emulated AArch64 guest, DynamoRIO or not (./harness setup --with-arm64-vm)",
+    "needs_arm64_node": "needs the arm64 node, a Debian 12 arm64 disk image (./harness setup --with-arm64-node)",
 }
 
 
@@ -105,12 +106,16 @@ def _arm64_guest() -> str | None:
     return perf_guest.missing()
 
 
+def _arm64_node() -> str | None:
+    return arm64_node.missing()
+
+
 # needs_* marker -> its probe: None when the part is here, else the line that says what is
 # missing and how to get it (the skip's reason).
 PROBES: dict[str, Callable[[], str | None]] = {
     "needs_root": _root, "needs_clang": _clang, "needs_chromium": _chromium, "needs_gem5": _gem5, "needs_mpi": _mpi,
     "needs_ompi5": _ompi5, "needs_ompi_src": _ompi_src, "needs_slurm": _slurm, "needs_perf": _perf,
-    "needs_arm64_vm": _arm64_vm, "needs_arm64_guest": _arm64_guest,
+    "needs_arm64_vm": _arm64_vm, "needs_arm64_guest": _arm64_guest, "needs_arm64_node": _arm64_node,
 }
 
 # Every fixture defined under tests/ -> the markers of the tests that use it. A fixture that
@@ -129,6 +134,8 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "cache_env": (),
     "dr_binaries": (SLOW,),
     "dr_measured": (SLOW, "needs_arm64_vm"),
+    # test_arm64_node.py
+    "node_cache": (),
     # test_bad_input.py
     "harness": (),
     "read_only_dir": (),

@@ -94,6 +94,18 @@ def host_cpu() -> str:
     return f"{platform.machine()} implementer {fields.get('CPU implementer', '?')} part {fields.get('CPU part', '?')}"
 
 
+def other_isa_note(sweep: Sweep, machine: str) -> str | None:
+    """One line naming the sweep's host-only rows written for another ISA than `machine` (the
+    x86-64 AVX2 copies on an AArch64 host): perf skips them (native_build), and says so."""
+    rows = sorted({(row.host_isa, f"{row.kernel}/{row.variant}") for sel in sweep.selections for v in sel.variants
+                   if (row := sweep.table.row(sel.kernel, v)).host_isa and row.host_isa != machine})
+    if not rows:
+        return None
+    isas = "/".join(sorted({isa for isa, _ in rows}))
+    return (f"perf: {len(rows)} {isas} host-only rows skipped on this {machine} host: "
+            f"{', '.join(name for _, name in rows)}")
+
+
 def detect(sweep: Sweep) -> PerfStatus | None:
     """None when the sweep has no perf section."""
     p = sweep.perf
@@ -110,6 +122,8 @@ def detect(sweep: Sweep) -> PerfStatus | None:
         why = (probe.stderr.strip().splitlines() or ["no output"])[-1]
         return PerfStatus(perf, version, False, False, [f"perf: skipped: perf cannot count here ({why}); fix: {HOST_FIX}"])
     status = PerfStatus(perf, version, False, p.host_baselines)
+    if p.host_baselines and (note := other_isa_note(sweep, platform.machine())):
+        status.messages.append(note)
     if p.sve == "off":
         status.messages.append("perf: SVE runs off (perf/sve: off in the sweep)")
     elif host_has_sve():

@@ -1,0 +1,252 @@
+"""The arm64 node (issue 52): setup/arm64-node.sh's answers and refusals (against an empty
+HARNESS_CACHE, nothing built), the runner's command line, boot script and arguments, the
+installer's package lists by architecture, ci/aarch64-node's refusals, and, where the node is
+built (`./harness setup --with-arm64-node`), one boot that runs a command as its user."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis.core import arm64_node
+from conftest import REPO
+
+SETUP = REPO / "setup" / "arm64-node.sh"
+INSTALL = REPO / "setup" / "install.sh"
+CI = REPO / "ci" / "aarch64-node"
+FIX = "./harness setup --with-arm64-node"
+
+
+@pytest.fixture
+def node_cache(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "cache").mkdir()
+    base = {k: v for k, v in os.environ.items() if k != "ARM64_NODE_GIB"}
+    return {**base, "HARNESS_CACHE": str(tmp_path / "cache")}
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60, cwd=REPO)
+
+
+def one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+# --- setup/arm64-node.sh -----------------------------------------------------------------------
+
+def test_path_says_not_built_and_names_the_command(node_cache: dict[str, str]) -> None:
+    proc = run([str(SETUP), "--path"], node_cache)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert FIX in one_line(proc.stderr) and "not built" in proc.stderr
+
+
+def test_where_names_the_folder_under_the_cache(node_cache: dict[str, str]) -> None:
+    proc = run([str(SETUP), "--where"], node_cache)
+    assert proc.stdout.strip() == f"{node_cache['HARNESS_CACHE']}/arm64-node-bookworm-6.1.0-56-arm64"
+
+
+@pytest.mark.parametrize("args, extra, says", [
+    (["--bogus"], {}, "unknown option '--bogus'"),
+    ([], {"ARM64_NODE_GIB": "lots"}, "ARM64_NODE_GIB=lots"),
+    ([], {"ARM64_NODE_GIB": "2"}, "4 or more"),
+])
+def test_bad_input_exits_2_in_one_line_creating_nothing(node_cache: dict[str, str], args: list[str],
+                                                        extra: dict[str, str], says: str) -> None:
+    proc = run([str(SETUP), *args], {**node_cache, **extra})
+    assert proc.returncode == 2 and says in one_line(proc.stderr)
+    assert list(Path(node_cache["HARNESS_CACHE"]).iterdir()) == []
+
+
+# --- the runner ----------------------------------------------------------------------------------
+
+NODE = arm64_node.Node(Path("/n"))
+
+
+def test_the_node_has_user_networking_its_disk_and_the_share_on_virtio_mmio(tmp_path: Path) -> None:
+    cmd = arm64_node.qemu_command(NODE, tmp_path)
+    assert cmd[:7] == ["qemu-system-aarch64", "-M", "virt", "-cpu", "max,pauth-impdef=on", "-smp", "2"]
+    text = " ".join(cmd)
+    assert "-netdev user,id=n0 -device virtio-net-device,netdev=n0" in text
+    assert "-drive file=/n/node.img,format=raw,if=none,id=d0 -device virtio-blk-device,drive=d0 -snapshot" in text
+    assert f"-fsdev local,id=host,path={tmp_path},security_model=none -device virtio-9p-device,fsdev=host,mount_tag=host" in text
+    assert "-icount" not in cmd
+
+
+def test_the_disk_is_kept_written_through_or_under_an_overlay(tmp_path: Path) -> None:
+    persist = arm64_node.qemu_command(NODE, tmp_path, persist=True)
+    assert "file=/n/node.img,format=raw,if=none,id=d0" in persist and "-snapshot" not in persist
+    over = arm64_node.qemu_command(NODE, tmp_path, overlay=Path("/w/o.qcow2"))
+    assert "file=/w/o.qcow2,format=qcow2,if=none,id=d0" in over and "-snapshot" not in over
+    with pytest.raises(arm64_node.NodeError, match="exclude each other"):
+        arm64_node.qemu_command(NODE, tmp_path, persist=True, overlay=Path("/w/o.qcow2"))
+
+
+def test_a64fx_gets_gicv3_and_icount_is_exact_counting(tmp_path: Path) -> None:
+    cmd = arm64_node.qemu_command(NODE, tmp_path, cpu="a64fx", smp=1, icount=True)
+    assert cmd[1:7] == ["-M", "virt,gic-version=3", "-cpu", "a64fx", "-smp", "1"]
+    assert cmd[-2:] == ["-icount", "shift=0"]
+    with pytest.raises(arm64_node.NodeError, match="unknown CPU 'neoverse'"):
+        arm64_node.qemu_command(NODE, tmp_path, cpu="neoverse")
+
+
+def test_the_command_runs_as_the_user_in_a_clean_login_environment() -> None:
+    script = arm64_node.boot_script("./harness setup", "harness", {"PIP_DEFAULT_TIMEOUT": "180"})
+    line = script.splitlines()[-1]
+    assert line.startswith("runuser -u harness -- /usr/bin/env -i HOME=/home/harness USER=harness LOGNAME=harness ")
+    assert "PIP_DEFAULT_TIMEOUT=180 /bin/bash -c 'cd /home/harness && ./harness setup' " in line
+    assert line.endswith(">/mnt/host/output.log 2>&1 </dev/null")
+    root = arm64_node.boot_script("id", None, {}).splitlines()[-1]
+    assert root.startswith("/usr/bin/env -i HOME=/root USER=root ") and "cd /root && id" in root
+
+
+def test_only_variables_that_mean_the_same_in_the_node_are_passed() -> None:
+    env = {"PIP_DEFAULT_TIMEOUT": "180", "PIP_FIND_LINKS": "/opt/wheels", "PIP_CERT": "/etc/ssl/certs/ca-certificates.crt",
+           "https_proxy": "http://proxy:3128", "SSL_CERT_DIR": "/etc/ssl/certs", "HOME": "/root", "PATH": "/usr/bin"}
+    assert arm64_node.passed_env(env) == {"PIP_CERT": "/etc/ssl/certs/ca-certificates.crt", "PIP_DEFAULT_TIMEOUT": "180",
+                                          "SSL_CERT_DIR": "/etc/ssl/certs", "https_proxy": "http://proxy:3128"}
+
+
+def test_a_bad_env_argument_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        arm64_node.parse_args(["run", "--env", "NOEQUALS", "true"])
+    assert e.value.code == 2 and "--env 'NOEQUALS': give KEY=VALUE" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_a_missing_node_is_one_line_naming_the_setup_command(node_cache: dict[str, str]) -> None:
+    proc = run(["python3", "-m", "analysis.core.arm64_node", "run", "true"], node_cache)
+    assert proc.returncode == 1 and FIX in one_line(proc.stderr) and "Traceback" not in proc.stderr
+
+
+def fake_qemu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> arm64_node.Node:
+    """A qemu-system-aarch64 on PATH that runs `body` (bash; $share: the share folder), and a node
+    directory with the three files the runner looks for."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    qemu = bin_dir / "qemu-system-aarch64"
+    qemu.write_text("#!/bin/bash\nfor a; do case $a in *,path=*) share=${a#*,path=}; share=${share%%,*};; esac; done\n"
+                    + body + "\n")
+    qemu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    node_dir = tmp_path / "node"
+    node_dir.mkdir()
+    for f in ("vmlinuz", "initrd.img", "node.img"):
+        (node_dir / f).write_text("")
+    return arm64_node.find_node(node_dir)
+
+
+def test_the_status_and_output_come_back_through_the_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = fake_qemu(tmp_path, monkeypatch, 'echo hello >"$share/output.log"; echo 3 >"$share/rc"; echo "NODE-DONE rc=3"')
+    result = arm64_node.run(node, "true", tmp_path / "out", 60)
+    assert (result.rc, result.log.read_text()) == (3, "hello\n")
+    assert "runuser -u harness" in (tmp_path / "out" / "boot.sh").read_text()
+
+
+def test_a_node_that_stops_early_is_one_line_with_its_last_console_line(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    node = fake_qemu(tmp_path, monkeypatch, 'echo "NODE-ERROR cannot mount the node\'s disk /dev/vda"; exit 0')
+    with pytest.raises(arm64_node.NodeError) as e:
+        arm64_node.run(node, "true", tmp_path / "out", 60)
+    assert str(e.value) == ("the node stopped before its command ended (QEMU exit 0); "
+                            "last console line: \"NODE-ERROR cannot mount the node's disk /dev/vda\"")
+
+
+def test_a_node_past_its_time_limit_is_stopped_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = fake_qemu(tmp_path, monkeypatch, 'echo NODE-READY; exec sleep 60')
+    with pytest.raises(arm64_node.NodeError, match=r"^the node did not finish in its time limit of 1 s \(stopped\); "
+                                                     r"last console line: 'NODE-READY'$"):
+        arm64_node.run(node, "true", tmp_path / "out", 1)
+
+
+# --- the installer by architecture -------------------------------------------------------------
+
+def packages(arch: str, *args: str) -> subprocess.CompletedProcess:
+    return run(["bash", str(INSTALL), "--print-packages", *args], {**os.environ, "HARNESS_HOST_ARCH": arch})
+
+
+def test_on_arm64_the_installer_names_the_native_toolchain() -> None:
+    proc = packages("arm64", "--with-clang")
+    assert proc.returncode == 0
+    assert proc.stdout.split() == ["binutils", "qemu-user", "gcc", "libc6-dev", "make", "python3", "python3-venv",
+                                   "git", "linux-perf", "clang-14"]
+
+
+def test_on_amd64_the_installer_names_the_cross_toolchain() -> None:
+    proc = packages("amd64")
+    assert proc.stdout.split()[:3] == ["gcc-aarch64-linux-gnu", "binutils-aarch64-linux-gnu", "libc6-dev-arm64-cross"]
+
+
+def test_the_node_option_adds_its_tools_on_amd64_and_is_one_skip_line_on_arm64() -> None:
+    amd = packages("amd64", "--with-arm64-node").stdout.split()
+    assert amd[-5:] == ["qemu-system-arm", "qemu-utils", "cpio", "debootstrap", "e2fsprogs"]
+    arm = packages("arm64", "--with-arm64-node")
+    assert "qemu-system-arm" not in arm.stdout.split()
+    assert "skipping --with-arm64-vm and --with-arm64-node" in one_line(arm.stderr)
+
+
+# --- ci/aarch64-node ---------------------------------------------------------------------------
+
+def test_ci_refuses_an_unknown_step_in_one_line(node_cache: dict[str, str]) -> None:
+    proc = run([str(CI), "--only", "bogus"], node_cache)
+    assert proc.returncode == 2 and "--only bogus" in one_line(proc.stderr)
+
+
+def test_ci_without_the_node_is_one_line_naming_the_setup_command(node_cache: dict[str, str]) -> None:
+    proc = run([str(CI)], node_cache)
+    assert proc.returncode == 1 and FIX in one_line(proc.stderr)
+
+
+# --- the node itself ---------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_node
+@pytest.mark.timeout(600)
+def test_a_command_runs_in_the_node_as_its_user_and_returns_its_status(tmp_path: Path) -> None:
+    result = arm64_node.run(arm64_node.find_node(), "id -un; uname -m; python3 -c 'import sys; print(sys.version_info[:2])'; exit 3",
+                            tmp_path, 600)
+    assert result.rc == 3
+    assert result.log.read_text().splitlines() == ["harness", "aarch64", "(3, 11)"]
+
+
+# --- host-only rows of another ISA -------------------------------------------------------------
+
+def test_x86_host_rows_are_one_skip_line_on_an_aarch64_host() -> None:
+    from analysis.backends import perf
+    from analysis.core import config
+    sweep = config.load(REPO / "configs" / "beyond.yaml")
+    assert perf.other_isa_note(sweep, "x86_64") is None
+    assert perf.other_isa_note(sweep, "aarch64") == (
+        "perf: 5 x86_64 host-only rows skipped on this aarch64 host: memcpy/x86_avx2, memcpy/x86_avx2_stream, "
+        "memcpy/x86_avx2_stream_prefetch, memcpy/x86_avx2_x4, memcpy/x86_mt")
+
+
+# --- ci/compare-roi-counts ---------------------------------------------------------------------
+
+HEADER = "kernel,variant,vl,size,metric,value\n"
+
+
+def compare(tmp_path: Path, host: str, node: str) -> subprocess.CompletedProcess:
+    (tmp_path / "h.csv").write_text(HEADER + host)
+    (tmp_path / "n.csv").write_text(HEADER + node)
+    return run([str(REPO / "ci" / "compare-roi-counts"), str(tmp_path / "h.csv"), str(tmp_path / "n.csv")])
+
+
+def test_roi_cells_are_compared_one_by_one_and_other_metrics_not(tmp_path: Path) -> None:
+    same = "copy,c_vec,128,64,roi.total,10\ncopy,c_vec,128,64,whole.total,99\n"
+    proc = compare(tmp_path, same, same.replace(",99", ",98"))
+    assert (proc.returncode, proc.stdout) == (0, "1 ROI cells, 0 differ\n")
+    proc = compare(tmp_path, same + "pack,blocks_call,512,64,roi.op.tbnz,1\n", same.replace(",10", ",11"))
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [
+        "kernel=copy variant=c_vec vl=128 size=64 metric=roi.total: host 10, node 11",
+        "kernel=pack variant=blocks_call vl=512 size=64 metric=roi.op.tbnz: host 1, node (none)",
+        "2 ROI cells, 2 differ"]
+
+
+def test_a_file_that_is_not_a_counts_table_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "h.csv").write_text("a,b\n1,2\n")
+    proc = run([str(REPO / "ci" / "compare-roi-counts"), str(tmp_path / "h.csv"), str(tmp_path / "h.csv")])
+    assert proc.returncode == 2 and "is it a counts.csv?" in one_line(proc.stderr)
