@@ -32,8 +32,7 @@ from typing import Any
 import yaml
 
 from analysis.commands import guard
-from analysis.commands.slurm_failures import failure_line, failures, slurm_state
-from analysis.commands.slurm_snakemake import CANCELLED_MARK, cancel_run
+from analysis.commands.slurm_failures import cancel_left, cancelled_line, echo, failure_line, failures, slurm_state
 from analysis.core import config
 
 PROFILES = config.REPO / "configs" / "profiles"
@@ -353,7 +352,7 @@ def run(cmd: list[str], plan: Plan, pass_fds: tuple[int, ...] = ()) -> int:
         done = threading.Event()
         with guard.started([*snakemake, "--profile", str(pdir), *cmd[n:]], stderr=subprocess.PIPE, text=True,
                            env=executor_env(), pass_fds=pass_fds) as (proc, caught):
-            reader = threading.Thread(target=_echo, args=(proc, log, caught), daemon=True)
+            reader = threading.Thread(target=echo, args=(proc, log, caught), daemon=True)
             watcher = threading.Thread(target=_watch, args=(proc, part, stopped, done), daemon=True)
             reader.start()
             watcher.start()
@@ -372,41 +371,6 @@ def run(cmd: list[str], plan: Plan, pass_fds: tuple[int, ...] = ()) -> int:
         for f in failures("".join(log)):
             print(failure_line(f, *slurm_state(f.jobid)), file=sys.stderr, flush=True)
     return rc
-
-
-def _echo(proc: subprocess.Popen, log: list[str], caught: list[int]) -> None:
-    """Snakemake's output to the terminal and the log. After a stop signal only to the log: its
-    shutdown says nothing the one line of the stop (cancelled_line) does not."""
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        log.append(line)
-        if not caught and not line.startswith(CANCELLED_MARK):
-            sys.stderr.write(line)
-            sys.stderr.flush()
-
-
-def run_id(log: str) -> str | None:
-    """The executor's id of the run, which names each of its Slurm jobs (printed before the first
-    submission)."""
-    found = re.search(r"^SLURM run ID: (\S+)", log, re.M)
-    return found.group(1) if found else None
-
-
-def cancel_left(log: str) -> list[str]:
-    """Cancel what is left of the run's Slurm jobs after Snakemake stopped (it cancels them
-    itself, slurm_snakemake.cancel_whole_run; not when it was killed before); returns their ids."""
-    rid = run_id(log)
-    return cancel_run(rid) if rid else []
-
-
-def cancelled_line(log: str) -> str:
-    """What a stopped run did to its Slurm jobs, for the command's one line."""
-    rid = run_id(log)
-    if rid is None:
-        return "no Slurm job had been submitted"
-    ids = {i for line in log.splitlines() if line.startswith(CANCELLED_MARK) for i in line[len(CANCELLED_MARK):].split()}
-    ids |= set(cancel_left(log))
-    return f"{len(ids)} Slurm job{'' if len(ids) == 1 else 's'} of this sweep cancelled (scancel; run {rid})"
 
 
 def _watch(proc: subprocess.Popen, partition: str, stopped: list[str], done: threading.Event) -> None:
