@@ -18,8 +18,12 @@ from analysis.stages import count as N
 
 SWEEP_PATH = config.get("sweep", "configs/default.yaml")
 OVERRIDES = {k: config[k] for k in ("results_dir", "build_dir") if k in config}
+# Through Slurm (./harness sweep --slurm passes the partition's largest node) the sizes are judged
+# by the nodes' memory where the jobs are submitted; a job's own Snakemake judges its node's.
+MACHINE = C.slurm_nodes(config["slurm_partition"], config["slurm_node"], int(config["slurm_node_memory_mb"])) \
+    if workflow.is_main_process and "slurm_node_memory_mb" in config else None
 try:
-    SWEEP = C.load(SWEEP_PATH, OVERRIDES)
+    SWEEP = C.load(SWEEP_PATH, OVERRIDES, MACHINE)
     # Rows on an unbuilt Open MPI 5 skip (./harness sweep said so in one line); Debian's MPI
     # rows (configs/mpi.yaml) need ./harness setup --with-mpi.
     SWEEP = B.mpi.without_unbuilt(SWEEP)

@@ -6,17 +6,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from analysis.commands import bench, slurm, slurm_failures
-from analysis.core import config, groups
+from analysis.commands import bench, cli, slurm, slurm_failures
+from analysis.core import config, groups, kernels
 from conftest import REPO, SNAKEMAKE as SNAKEMAKE_CMD, snakemake
 
 TINY = REPO / "tests" / "configs" / "slurm_tiny.yaml"
@@ -280,6 +282,60 @@ def blocker(env: dict[str, str]) -> str:
     return jid
 
 
+class Background:
+    """`./harness sweep --slurm` running while the test acts on its Slurm jobs. The local Slurm is
+    shared by every test session on the machine (and by a user's sweeps): a test acts on the
+    jobs named by its own sweep's run id, never on whatever job of the queue matches a rule name
+    (a pending `rule_` job of another session's sweep was taken for this one's)."""
+
+    def __init__(self, env: dict[str, str], results: Path, build: Path, profile: str = "local",
+                 sigint_ignored: bool = False, extra: tuple[str, ...] = ()) -> None:
+        """`sigint_ignored`: started as `cmd &` in a script (or under nohup) starts it."""
+        self.env = env
+        self.proc = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
+                                      "--set", f"results_dir={results}", "--set", f"build_dir={build}",
+                                      "--slurm", profile, *extra],
+                                     cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    @property
+    def err(self) -> str:
+        return "".join(self.lines)
+
+    def run_id(self) -> str:
+        """The id naming its Slurm jobs (printed before its first submission)."""
+        return wait_for(lambda: (m := re.search(r"^SLURM run ID: (\S+)", self.err, re.M)) and m.group(1), 300, 0.2)
+
+    def jobs(self, states: str) -> list[tuple[str, str]]:
+        """(job id, comment) of its Slurm jobs in these squeue states."""
+        out = subprocess.run(["squeue", "-h", "--name", self.run_id(), "-t", states, "-o", "%i|%k"], env=self.env,
+                             capture_output=True, text=True, timeout=60).stdout
+        return [tuple(line.split("|", 1)) for line in out.splitlines()]
+
+    def wait(self, timeout: float) -> tuple[int, str]:
+        """Its exit status and everything it printed on stderr."""
+        rc = self.proc.wait(timeout=timeout)
+        self.reader.join(timeout=60)
+        return rc, self.err
+
+    def stop(self) -> None:
+        """Ends it, if a failed test left it running (its Snakemake cancels its jobs)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
 @pytest.mark.slow
 @pytest.mark.needs_slurm
 def test_local_slurm_is_this_host_and_starts_once(local_slurm: dict[str, str]) -> None:
@@ -409,19 +465,18 @@ def test_cancelled_job_fails_in_one_line_and_the_rerun_completes_the_rest(
     assert slurm_run.returncode == 0, slurm_run.stderr[-3000:]
     results, build = slurm_work / "cancel-results", slurm_work / "slurm-build"  # built by slurm_run
     block = blocker(local_slurm)
+    sweep = Background(local_slurm, results, build)
     try:
-        sweep = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
-                                  "--set", f"results_dir={results}", "--set", f"build_dir={build}", "--slurm", "local"],
-                                 cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        pending = wait_for(lambda: [j for j in subprocess.run(
-            ["squeue", "-h", "-t", "PD", "-o", "%i|%k"], env=local_slurm, capture_output=True, text=True
-        ).stdout.split() if "|rule_sweep_" in j], 300)
-        victim = pending[0].split("|")[0]
+        pending = wait_for(lambda: [j for j, c in sweep.jobs("PD") if c.startswith("rule_sweep_")], 300)
+        victim = pending[0]
         subprocess.run(["scancel", victim], env=local_slurm, check=True)
     finally:
         subprocess.run(["scancel", block], env=local_slurm)
-    out, err = sweep.communicate(timeout=900)
-    assert sweep.returncode == 1, err[-3000:]
+    try:
+        rc, err = sweep.wait(900)
+    finally:
+        sweep.stop()
+    assert rc == 1, err[-3000:]
     # The sweep's one Slurm job (the builds were done: its cells and the tail), its cells first.
     assert (f"error: group sweep (count_qemu copy-acle_4v (qemu gcc vla max), count_qemu copy-c_vec (qemu gcc vla max), "
             f"collect {results}/counts.csv and 1 more): "
@@ -444,7 +499,7 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
     node = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%N"], env=local_slurm, capture_output=True,
                           text=True, check=True).stdout.strip()
     results = slurm_work / "down-results"
-    block = None
+    block = sweep = None
     try:
         # Down before the sweep: refused before anything is submitted.
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=harness-test"],
@@ -458,29 +513,28 @@ def test_node_down_is_a_clear_message_not_a_hang(local_slurm: dict[str, str], sl
         wait_for(lambda: subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%t"], env=local_slurm,
                                         capture_output=True, text=True).stdout.strip() == "idle", 60)
         # Down while the sweep's jobs wait in the queue: the sweep stops and cancels them.
+        # Started as a script's `cmd &` starts it, with SIGINT ignored (a full suite run in the
+        # background): the watchdog's SIGINT never reached the submitting Snakemake, which
+        # inherited that, and the sweep waited on (the test timed out after 300 s).
         block = blocker(local_slurm)
-        sweep = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
-                                  "--set", f"results_dir={results}", "--set", f"build_dir={slurm_work / 'down-build'}",
-                                  "--slurm", "local"],
-                                 cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: "|rule_" in subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i|%k"], env=local_slurm,
-                                                    capture_output=True, text=True).stdout, 300)
+        sweep = Background(local_slurm, results, slurm_work / "down-build", sigint_ignored=True)
+        wait_for(lambda: sweep.jobs("PD"), 300)
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=harness-test"],
                        env=local_slurm, check=True)
-        out, err = sweep.communicate(timeout=300)
-        assert sweep.returncode == 1
+        rc, err = sweep.wait(300)
+        assert rc == 1, err[-3000:]
         assert err.strip().splitlines()[-1] == (
             f"error: Slurm partition harness has no node that can run jobs: {node} down (reason: harness-test); "
             "fix the node (scontrol update nodename=NODE state=resume) and rerun the same command; "
             "the sweep was stopped and its Slurm jobs cancelled")
         # None of this sweep's jobs is left (the local Slurm may run other clones' tests too).
-        left = subprocess.run(["squeue", "-h", "-t", "PD,R", "--name", run_id(err), "-o", "%k"], env=local_slurm,
-                              capture_output=True, text=True).stdout
-        assert "rule_" not in left
+        assert sweep.jobs("PD,R") == []
     finally:
         # A failed assertion must not leave the blocker holding the node for 15 minutes.
         if block:
             subprocess.run(["scancel", block], env=local_slurm)
+        if sweep:
+            sweep.stop()
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=local_slurm)
 
 
@@ -502,17 +556,12 @@ def test_a_node_drained_mid_sweep_loses_no_result(local_slurm: dict[str, str], s
     node = subprocess.run(["sinfo", "-h", "-p", "harness", "-o", "%N"], env=local_slurm, capture_output=True,
                           text=True, check=True).stdout.strip()
     results = slurm_work / "drain-results"
-    sweep = subprocess.Popen([PY, "-m", "analysis.commands.cli", "sweep", "--config", str(TINY),
-                              "--set", f"results_dir={results}", "--set", f"build_dir={slurm_work / 'slurm-build'}",
-                              "--slurm", str(groups_profile)],
-                             cwd=REPO, env=local_slurm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sweep = Background(local_slurm, results, slurm_work / "slurm-build", str(groups_profile))
     try:
-        running = wait_for(lambda: [j for j in subprocess.run(
-            ["squeue", "-h", "-t", "R", "-o", "%i|%k"], env=local_slurm, capture_output=True, text=True
-        ).stdout.split() if "|rule_cells_" in j], 300, 0.2)
+        running = wait_for(lambda: [j for j in sweep.jobs("R") if j[1].startswith("rule_cells_")], 300, 0.2)
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=harness-test"],
                        env=local_slurm, check=True)
-        jid, comment = running[0].split("|")
+        jid, comment = running[0]
         group = comment.removeprefix("rule_").split("_cell_group_done")[0]
         # (Before: the sweep was stopped and this job cancelled.)
         state = wait_for(lambda: job_state(local_slurm, jid) in ENDED and job_state(local_slurm, jid), 300)
@@ -520,14 +569,173 @@ def test_a_node_drained_mid_sweep_loses_no_result(local_slurm: dict[str, str], s
         # Three of the watchdog's looks later the sweep was not stopped (it waits, or went on if another
         # clone's test resumed the shared node), the finished group's cells are there.
         time.sleep(3 * slurm.WATCH_SECONDS)
-        assert sweep.poll() in (None, 0)
+        assert sweep.proc.poll() in (None, 0), sweep.err[-3000:]
         assert (results / "logs" / "groups" / f"{group}.done").exists()
     finally:
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=local_slurm)
-    out, err = sweep.communicate(timeout=900)
-    assert sweep.returncode == 0, err[-3000:]
+    try:
+        rc, err = sweep.wait(900)
+    finally:
+        sweep.stop()
+    assert rc == 0, err[-3000:]
     assert f"slurm: partition harness: {node} (reason: harness-test) drained;" in err
     assert (results / "counts.csv").read_bytes() == local_counts
+
+
+def held_profile(where: Path) -> Path:
+    """The local profile whose Slurm jobs are submitted held (sbatch --hold): they wait in the
+    queue without taking the node, whatever else runs on the shared Slurm."""
+    where.mkdir(exist_ok=True)
+    local = yaml.safe_load((slurm.PROFILES / "slurm-local" / "config.yaml").read_text())
+    local["default-resources"]["slurm_extra"] = "'--hold'"
+    (where / "config.yaml").write_text(yaml.safe_dump(local))
+    return where
+
+
+def snakemakes_writing(results: Path) -> list[int]:
+    """Pids of the Snakemakes whose command line names this results folder."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and f"results_dir={results}".encode() in (d / "cmdline").read_bytes():
+                pids.append(int(d.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.needs_slurm
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_to_the_command_alone_cancels_exactly_its_slurm_jobs(
+        local_slurm: dict[str, str], tmp_path: Path, signum: int) -> None:
+    """Snakemake ran in the command's process group: a SIGTERM to the command alone (not its
+    terminal's group) killed it, and its Snakemake went on with its Slurm job waiting in the queue;
+    a SIGINT to it alone was swallowed while the job waited. Now either cancels the sweep's own
+    jobs (named by its run id; another job waiting beside them stays), in one line, and leaves the
+    results folder's lock as a stopped local sweep does."""
+    results = tmp_path / "results"
+    other = subprocess.run(["sbatch", "--parsable", "--hold", "-J", "harness-test-other-sweep", "-o", "/dev/null",
+                            "--wrap", "true"], env=local_slurm, capture_output=True, text=True, check=True,
+                           cwd="/tmp", timeout=60).stdout.strip()
+    sweep = Background(local_slurm, results, tmp_path / "build", str(held_profile(tmp_path / "held")))
+    rid = None
+    try:
+        # Until its one Slurm job waits in the queue.
+        wait_for(lambda: "has been submitted with SLURM jobid" in sweep.err, 300, 0.2)
+        rid, said = sweep.run_id(), len(sweep.lines)
+        os.kill(sweep.proc.pid, signum)  # the command alone
+        rc, err = sweep.wait(180)
+        assert rc == 128 + signum, err[-3000:]
+        assert sweep.lines[said:] == [
+            f"interrupted: ./harness sweep stopped by {signal.Signals(signum).name}; 1 Slurm job of this sweep cancelled "
+            f"(scancel; run {rid}); run it again to resume (finished steps are kept)\n"]
+        ((_, state, comment),) = run_jobs(local_slurm, rid)
+        assert (state, comment.startswith("rule_sweep_")) == ("CANCELLED", True)
+        assert job_state(local_slurm, other) == "PENDING"
+        assert snakemakes_writing(results) == []
+        assert (results / ".lock").read_text() == ""  # released, as by a stopped local sweep
+    finally:
+        # A Snakemake left running (a failed run of this test) would hold the job in the queue.
+        for pid in snakemakes_writing(results):
+            os.kill(pid, signal.SIGKILL)
+        sweep.stop()
+        for job in ([f"--name={rid}"] if rid else []) + [other]:
+            subprocess.run(["scancel", job], env=local_slurm, capture_output=True, timeout=60)
+
+
+def largest_node(env: dict[str, str]) -> tuple[str, int]:
+    """The local partition's node and its memory in MB, as sinfo says."""
+    out = subprocess.run(["sinfo", "-h", "-N", "-p", "harness", "-o", "%N %m"], env=env, capture_output=True,
+                         text=True, check=True, timeout=60).stdout.split()
+    return out[0], int(out[1])
+
+
+def copy_sweep(tmp_path: Path, size: int) -> Path:
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["sizes"] = {"copy": [size]}
+    cfg["kernel_table"] = str(REPO / "configs" / "kernels.yaml")
+    (tmp_path / "big.yaml").write_text(yaml.safe_dump(cfg))
+    return tmp_path / "big.yaml"
+
+
+@pytest.mark.slow
+@pytest.mark.needs_slurm
+def test_sizes_through_slurm_are_judged_by_the_nodes_memory_not_the_submitting_hosts(
+        local_slurm: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The size refusal read the memory of the host that submits (a login node), not of the
+    nodes that run the jobs. The submitting host is this test's process (its memory set here); the
+    nodes are the local Slurm's, as sinfo gives their RealMemory."""
+    monkeypatch.setenv("SLURM_CONF", local_slurm["SLURM_CONF"])
+    node, memory_mb = largest_node(local_slurm)
+    over = ["--set", f"results_dir={tmp_path / 'r'}", "--set", f"build_dir={tmp_path / 'b'}", "--slurm", "local"]
+    # A login node of 1 GiB: a copy of 1 GiB (2 GiB of buffers) fits the nodes and goes through.
+    monkeypatch.setattr(kernels, "memory_bytes", lambda: 1 << 30)
+    assert cli.main(["sweep", "--config", str(copy_sweep(tmp_path, 1 << 30)), *over, "--", "--dry-run"]) == 0, \
+        capsys.readouterr().err[-3000:]
+    shutil.rmtree(tmp_path / "r", ignore_errors=True)
+    shutil.rmtree(tmp_path / "b", ignore_errors=True)
+    capsys.readouterr()
+    # A login node of 1 TiB: a copy larger than half the nodes' memory is refused in one line,
+    # before anything is submitted or written.
+    monkeypatch.setattr(kernels, "memory_bytes", lambda: 1 << 40)
+    size = (memory_mb // 1024 + 1) << 29  # 2 x size: more than the node's memory
+    assert cli.main(["sweep", "--config", str(copy_sweep(tmp_path, size)), *over]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: sizes/copy: size {size} is too large for the nodes of Slurm partition harness: a run of {size} bytes "
+        f"allocates at least {2 * size / 2**30:.1f} GiB (family copy), its largest node ({node}) has "
+        f"{memory_mb / 1024:.1f} GiB of memory; choose a smaller size, or a partition with larger nodes "
+        "(--slurm-partition P)"]
+    assert not (tmp_path / "r").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.slow
+def test_the_submitting_snakemake_judges_sizes_by_the_nodes_it_is_given(tmp_path: Path) -> None:
+    """Through Slurm the sweep is loaded again by the Snakemake that submits (rules/common.smk):
+    it judges by the node the harness names, not by this host (here: a node of 512 MB, a copy
+    of 512 MiB, which this host could hold)."""
+    size = 1 << 29
+    assert 2 * size < kernels.memory_bytes()
+    proc = subprocess.run([*SNAKEMAKE_CMD, "--dry-run", "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO),
+                           "--cores", "1", "--config", f"sweep={copy_sweep(tmp_path, size)}", f"build_dir={tmp_path / 'b'}",
+                           f"results_dir={tmp_path / 'r'}", "slurm_partition=p", "slurm_node=n1", "slurm_node_memory_mb=512"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert (f"error: sizes/copy: size {size} is too large for the nodes of Slurm partition p: a run of {size} bytes "
+            "allocates at least 1.0 GiB (family copy), its largest node (n1) has 0.5 GiB of memory;") in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.needs_slurm
+def test_a_sweep_that_ends_leaves_the_log_folder_of_a_job_still_waiting(
+        local_slurm: dict[str, str], slurm_work: Path, slurm_run: subprocess.CompletedProcess, tmp_path: Path) -> None:
+    """The executor plugin removed every empty folder of .snakemake/slurm_logs at the end of each
+    run, and a waiting job's folder is empty until it starts: another sweep of the clone ending
+    meanwhile made it fail to start (JobLaunchFailure: slurmd could not open its log; a full suite
+    run, where a sweep left running by the node-down test ended beside the drained-node one)."""
+    assert slurm_run.returncode == 0, slurm_run.stderr[-3000:]
+    # Both sweeps' Slurm logs in a folder of their own (the clone's gathers every earlier run's).
+    logs = ("--", "--slurm-logdir", str(tmp_path / "slurm_logs"))
+    waiting = Background(local_slurm, tmp_path / "held-results", tmp_path / "held-build",
+                         str(held_profile(tmp_path / "held")), extra=logs)
+    try:
+        ((jid, _),) = wait_for(lambda: waiting.jobs("PD"), 300)
+        shown = subprocess.run(["scontrol", "show", "job", jid], env=local_slurm, capture_output=True, text=True,
+                               check=True, timeout=60).stdout
+        log = Path(re.search(r"StdOut=(\S+)", shown).group(1))
+        assert log.parent.is_dir() and not any(log.parent.iterdir())
+        # Another sweep of the clone runs to its end (its builds done by slurm_run).
+        other = harness_sweep(tmp_path / "other-results", slurm_work / "slurm-build", "--slurm", "local", *logs,
+                              env=local_slurm)
+        assert other.returncode == 0, other.stderr[-3000:]
+        assert log.parent.is_dir()
+        # Released, the waiting job starts: Slurm opens its log.
+        subprocess.run(["scontrol", "release", jid], env=local_slurm, check=True, timeout=60)
+        wait_for(lambda: log.exists() or job_state(local_slurm, jid) in ENDED, 120, 0.2)
+        assert log.exists(), job_state(local_slurm, jid)
+    finally:
+        waiting.stop()
 
 
 def test_a_cancelled_pending_job_is_not_blamed_on_its_wait_reason() -> None:

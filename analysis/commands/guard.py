@@ -231,10 +231,11 @@ def _stop_with_parent(parent: int) -> Callable[[], None]:
     return arm
 
 
-def run(cmd: list[str], **kwargs: object) -> int:
-    """Run Snakemake in the foreground, in a process group of its own. On a stop signal it gets
-    a SIGINT: wait until it has stopped its jobs and released its lock (at most
-    STOP_GRACE_SECONDS, then its group is ended), then raise Interrupted."""
+@contextmanager
+def started(cmd: list[str], **kwargs: object) -> Iterator[tuple[subprocess.Popen, list[int]]]:
+    """Snakemake started in a process group of its own (a SIGINT when the command dies), and,
+    while the block runs, each stop signal handed to it (forwarded_signals); yields it and the
+    signals caught."""
     # A stop signal between the start and the handlers would miss Snakemake (its own group):
     # held back until the handlers are in place.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
@@ -245,17 +246,30 @@ def run(cmd: list[str], **kwargs: object) -> int:
         raise
     with forwarded_signals(proc) as caught:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        deadline = None
-        while True:
-            try:
-                rc = proc.wait(timeout=1)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if caught and deadline is None:
-                deadline = time.monotonic() + STOP_GRACE_SECONDS
-            if deadline is not None and time.monotonic() > deadline:
-                end_group(proc)
+        yield proc, caught
+
+
+def wait(proc: subprocess.Popen, caught: list[int]) -> int:
+    """Its exit status; once a stop signal was caught, at most STOP_GRACE_SECONDS more, then its
+    group is ended."""
+    deadline = None
+    while True:
+        try:
+            return proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            pass
+        if caught and deadline is None:
+            deadline = time.monotonic() + STOP_GRACE_SECONDS
+        if deadline is not None and time.monotonic() > deadline:
+            end_group(proc)
+
+
+def run(cmd: list[str], **kwargs: object) -> int:
+    """Run Snakemake in the foreground, in a process group of its own. On a stop signal it gets
+    a SIGINT: wait until it has stopped its jobs and released its lock (at most
+    STOP_GRACE_SECONDS, then its group is ended), then raise Interrupted."""
+    with started(cmd, **kwargs) as (proc, caught):
+        rc = wait(proc, caught)
     if caught:
         end_group(proc)  # anything its jobs left running in the group
         raise Interrupted(caught[0])

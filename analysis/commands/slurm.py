@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from analysis.commands import guard
-from analysis.commands.slurm_failures import failure_line, failures, slurm_state
+from analysis.commands.slurm_failures import cancel_left, cancelled_line, echo, failure_line, failures, slurm_state
 from analysis.core import config
 
 PROFILES = config.REPO / "configs" / "profiles"
@@ -196,6 +196,19 @@ def preflight(prof: dict[str, Any]) -> str:
     return partition
 
 
+def largest_node(partition: str) -> tuple[str, int]:
+    """(node, its memory in MB): the partition's node with the most memory (RealMemory) among
+    those that can run jobs, which the size check judges a sweep through it by."""
+    proc = _run(["sinfo", "-h", "-N", "-p", partition, "-o", "%N|%m|%t"])
+    rows = [line.split("|") for line in proc.stdout.splitlines() if line.count("|") == 2]
+    sizes = [(int(m), n) for n, m, t in rows if m.isdigit() and t.rstrip("*~#!%$@^-") in UP_STATES]
+    if proc.returncode != 0 or not sizes:
+        raise SlurmError(f"Slurm did not say the memory of partition {partition}'s nodes (sinfo -o %m: "
+                         f"{(proc.stderr or proc.stdout or 'no answer').strip()}); nothing was submitted")
+    memory_mb, node = max(sizes)
+    return node, memory_mb
+
+
 def without_slurmdbd() -> bool:
     if shutil.which("scontrol") is None:
         return False
@@ -251,8 +264,20 @@ class Plan:
     partition: str
     local_conf: str | None
     groups: Groups
+    largest: tuple[str, int]  # the partition's node with the most memory, and its MB (largest_node)
     steady: float | None = None  # the seconds between status checks, each time (harness-steady-status-checks)
     direct: bool = False  # the profile's harness-direct-job-step
+
+    def machine(self) -> config.Machine:
+        """Where the jobs run, for the size check (not the submitting host)."""
+        return config.slurm_nodes(self.partition, *self.largest)
+
+    def config(self) -> dict[str, str]:
+        """The Snakemake config entries of the Slurm path: the groups, and the largest node for
+        the submitting Snakemake's own size check (rules/common.smk)."""
+        node, memory_mb = self.largest
+        return self.groups.config() | {"slurm_partition": self.partition, "slurm_node": node,
+                                       "slurm_node_memory_mb": str(memory_mb)}
 
     def line(self) -> str:
         dirs = [str(d.relative_to(config.REPO)) if d.is_relative_to(config.REPO) else str(d) for d in profile_dirs(self.name)]
@@ -269,7 +294,8 @@ def prepare(name: str | None, account: str | None, partition: str | None) -> Pla
     steady, direct = steady_seconds(prof, name), flag(prof, DIRECT_KEY, name)
     prof = {k: v for k, v in prof.items() if k not in HARNESS_KEYS}
     conf = use_local_conf()
-    return Plan(name, prof, preflight(prof), conf, groups, steady, direct)
+    partition = preflight(prof)
+    return Plan(name, prof, partition, conf, groups, largest_node(partition), steady, direct)
 
 
 def flag(prof: dict[str, Any], key: str, name: str | None) -> bool:
@@ -307,8 +333,11 @@ def executor_env() -> dict[str, str]:
     return guard.pythonpath_env(SLURM_SITE)
 
 
-def run(cmd: list[str], plan: Plan) -> int:
-    """Run Snakemake (cmd) through Slurm; returns its exit code (1 on a stopped or failed run)."""
+def run(cmd: list[str], plan: Plan, pass_fds: tuple[int, ...] = ()) -> int:
+    """Run Snakemake (cmd) through Slurm; returns its exit code (1 on a stopped or failed run).
+    Ctrl-C, SIGTERM or SIGHUP to the command: Snakemake (a process group of its own, as
+    guard.run starts it) gets a SIGINT and cancels the run's Slurm jobs; then Interrupted, whose
+    line says how many were cancelled."""
     print(plan.line(), flush=True)
     prof, part = plan.profile, plan.partition
     with tempfile.TemporaryDirectory(prefix="sve-slurm-profile-") as tmp:
@@ -318,26 +347,22 @@ def run(cmd: list[str], plan: Plan) -> int:
         # Snakemake with the executor plugin's side adjusted (analysis/commands/slurm_snakemake.py).
         snakemake = [sys.executable, str(Path(__file__).with_name("slurm_snakemake.py")),
                      *([f"--steady={plan.steady}"] if plan.steady else []), *(["--direct"] if plan.direct else [])]
-        proc = subprocess.Popen([*snakemake, "--profile", str(pdir), *cmd[n:]], stderr=subprocess.PIPE, text=True,
-                                env=executor_env())
+        log: list[str] = []
         stopped: list[str] = []
         done = threading.Event()
-        watcher = threading.Thread(target=_watch, args=(proc, part, stopped, done), daemon=True)
-        watcher.start()
-        log = []
-        assert proc.stderr is not None
-        while True:
-            try:
-                # Ctrl-C reaches Snakemake too (same process group): it cancels its Slurm jobs.
-                for line in proc.stderr:
-                    sys.stderr.write(line)
-                    log.append(line)
-                break
-            except KeyboardInterrupt:
-                continue
-        rc = proc.wait()
-        done.set()
-        watcher.join()
+        with guard.started([*snakemake, "--profile", str(pdir), *cmd[n:]], stderr=subprocess.PIPE, text=True,
+                           env=executor_env(), pass_fds=pass_fds) as (proc, caught):
+            reader = threading.Thread(target=echo, args=(proc, log, caught), daemon=True)
+            watcher = threading.Thread(target=_watch, args=(proc, part, stopped, done), daemon=True)
+            reader.start()
+            watcher.start()
+            rc = guard.wait(proc, caught)
+            done.set()
+            reader.join()
+            watcher.join()
+    if caught:
+        guard.end_group(proc)
+        raise guard.Interrupted(caught[0], cancelled_line("".join(log)))
     if stopped:
         cancel_left("".join(log))
         print(f"error: {stopped[0]}", file=sys.stderr, flush=True)
@@ -346,17 +371,6 @@ def run(cmd: list[str], plan: Plan) -> int:
         for f in failures("".join(log)):
             print(failure_line(f, *slurm_state(f.jobid)), file=sys.stderr, flush=True)
     return rc
-
-
-def cancel_left(log: str) -> None:
-    """Cancel what is left of the run's Slurm jobs (named by its run id) after the watchdog
-    stopped it: Snakemake cancels the jobs it holds as active, but a status check takes them out of
-    that list while it runs (snakemake-interface-executor-plugins' _wait_for_jobs), so an
-    interrupt during one can leave a waiting job behind (inferred from the code; seen once, with a
-    status check every 2 s: a pending job left after the sweep had stopped)."""
-    run = re.search(r"^SLURM run ID: (\S+)", log, re.M)
-    if run:
-        _run(["scancel", "--name", run.group(1)])
 
 
 def _watch(proc: subprocess.Popen, partition: str, stopped: list[str], done: threading.Event) -> None:

@@ -1,4 +1,5 @@
-"""After a sweep through Slurm failed: one line per failed Slurm job (analysis.commands.slurm).
+"""After a sweep through Slurm failed: one line per failed Slurm job (analysis.commands.slurm);
+after it was stopped, the one line of its cancelled jobs.
 
 Snakemake's log records each failed job: a job alone as an `Error in rule` block, a group job as
 the group's record (its Slurm log, its members) with the members' own records indented under
@@ -9,8 +10,11 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from analysis.commands.slurm_snakemake import CANCELLED_MARK, cancel_run
 
 
 @dataclass
@@ -109,3 +113,38 @@ def failure_line(f: Failure, state: str, reason: str) -> str:
         why = REASON_TEXT["NonZeroExitCode"]
     return (f"error: {what_failed(f)}: Slurm job {f.jobid or '?'} {state}" + (f", {why}" if why else "")
             + (f"; Slurm log: {f.log}" if f.log else "") + "; rerun the same command to complete only what is missing")
+
+
+def echo(proc: subprocess.Popen, log: list[str], caught: list[int]) -> None:
+    """Snakemake's output to the terminal and the log. After a stop signal only to the log: its
+    shutdown says nothing the one line of the stop (cancelled_line) does not."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        log.append(line)
+        if not caught and not line.startswith(CANCELLED_MARK):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def run_id(log: str) -> str | None:
+    """The executor's id of the run, which names each of its Slurm jobs (printed before the first
+    submission)."""
+    found = re.search(r"^SLURM run ID: (\S+)", log, re.M)
+    return found.group(1) if found else None
+
+
+def cancel_left(log: str) -> list[str]:
+    """Cancel what is left of the run's Slurm jobs after Snakemake stopped (it cancels them
+    itself, slurm_snakemake.cancel_whole_run; not when it was killed before); returns their ids."""
+    rid = run_id(log)
+    return cancel_run(rid) if rid else []
+
+
+def cancelled_line(log: str) -> str:
+    """What a stopped run did to its Slurm jobs, for the command's one line."""
+    rid = run_id(log)
+    if rid is None:
+        return "no Slurm job had been submitted"
+    ids = {i for line in log.splitlines() if line.startswith(CANCELLED_MARK) for i in line[len(CANCELLED_MARK):].split()}
+    ids |= set(cancel_left(log))
+    return f"{len(ids)} Slurm job{'' if len(ids) == 1 else 's'} of this sweep cancelled (scancel; run {rid})"

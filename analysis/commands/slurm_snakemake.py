@@ -1,11 +1,24 @@
 """The submitting Snakemake of `./harness sweep --slurm`: Snakemake itself (run as a file:
-`python slurm_snakemake.py [--steady] [--direct] SNAKEMAKE-ARGS`), with six changes to the
+`python slurm_snakemake.py [--steady] [--direct] SNAKEMAKE-ARGS`), with eight changes to the
 Slurm executor plugin's side of it (snakemake-executor-plugin-slurm 2.8.0) and Snakemake's:
+
+- a stopped run (Ctrl-C, SIGTERM: the harness hands it a SIGINT) cancels every Slurm job of
+  the run that has not ended, found by the run's job name, and says how many on a line of
+  its own (CANCELLED_MARK, read by the harness). The plugin cancels the jobs it holds as
+  active, and a status check takes them out of that list while it runs
+  (snakemake-interface-executor-plugins' _wait_for_jobs): a stop during one left a waiting
+  job behind (seen once, with a status check every 2 s).
 
 - the plugin's efficiency report (pandas, a quarter of a second to import) is imported when a
   run asks for it (--slurm-efficiency-report), not at every start: Snakemake and the workflow
   import no pandas.
 
+- the end of a run leaves the folders of `.snakemake/slurm_logs` in place. The plugin removes
+  every empty one there at each run's end (clean_old_logs), and a job waiting in the queue has
+  an empty one: its log is opened when it starts. Another sweep of the clone ending in the
+  meantime made such a job fail to start (Slurm: JobLaunchFailure, slurmd: "Could not open
+  stdout file ... No such file or directory"; seen in a full test suite run, 2026-11-28). Old
+  logs are still deleted after the plugin's 10 days; only their empty folders stay.
 - its Slurm jobs do not import the plugin: it is on this process's path (slurm.executor_env),
   and sbatch passes the environment on (--export=ALL), so every Snakemake of every job (two a
   job: the job's own and the one under srun) found it and imported it, running `which` and
@@ -35,6 +48,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import pwd
+import subprocess
 import sys
 import threading
 import time
@@ -106,6 +121,35 @@ def without_plugin_path(pythonpath: str, plugin_dir: str) -> str:
     return os.pathsep.join(p for p in pythonpath.split(os.pathsep) if p and os.path.realpath(p) != os.path.realpath(plugin_dir))
 
 
+# The line of a stopped run's cancelled Slurm jobs: this prefix, then their ids.
+CANCELLED_MARK = "harness-slurm-cancelled:"
+# squeue's states of a job that has not ended (a COMPLETING one is ending already).
+NOT_ENDED = "PENDING,RUNNING,SUSPENDED,CONFIGURING,REQUEUED,REQUEUE_HOLD,REQUEUE_FED,RESIZING,STOPPED,SIGNALING"
+
+
+def cancel_run(run_id: str) -> list[str]:
+    """Cancel this user's Slurm jobs of one Snakemake run that have not ended; returns their ids.
+    The executor names every job of a run by the run's id (a uuid4, its `SLURM run ID`), so no
+    other sweep's or user's job is touched."""
+    user = pwd.getpwuid(os.getuid()).pw_name
+    ids = subprocess.run(["squeue", "-h", "--name", run_id, "--user", user, "-t", NOT_ENDED, "-o", "%i"],
+                         capture_output=True, text=True, timeout=60).stdout.split()
+    if ids:  # one that ended since squeue answered makes scancel complain: nothing to cancel there
+        subprocess.run(["scancel", *ids], capture_output=True, timeout=60)
+    return ids
+
+
+def cancel_whole_run(self: Any, active_jobs: list[Any]) -> None:
+    """The plugin's cancel_jobs (Snakemake calls it when the run is stopped): every job of the
+    run, not only those it holds as active, then the line that says which."""
+    print(CANCELLED_MARK + " ".join(cancel_run(self.run_uuid)), file=sys.stderr, flush=True)
+
+
+def keep_dirs(path: Any) -> None:
+    """The plugin's delete_empty_dirs, which its clean_old_logs calls: nothing (the folders are
+    the waiting jobs' too, other runs' included)."""
+
+
 def main() -> None:
     # Only here: the plugin is on the path of the Slurm path's Snakemake alone (slurm.executor_env).
     sys.modules[REPORT] = efficiency_report_on_use()
@@ -122,6 +166,8 @@ def main() -> None:
     from snakemake.scheduling.job_scheduler import JobScheduler
 
     plugin.Executor.sleep = sleep_until_due_or_done
+    plugin.Executor.cancel_jobs = cancel_whole_run
+    plugin.delete_empty_dirs = keep_dirs
     JobScheduler._schedule_reevalutation = daemon_reevaluation
     args = sys.argv[1:]
     while args and (args[0].startswith(STEADY + "=") or args[0] == DIRECT):

@@ -21,8 +21,9 @@ MPI_HINT = ("Open MPI figures (paper Fig. 9, 10): ./harness sweep --config confi
             "(installs Debian's arm64 Open MPI on first use)")
 
 
-def validate(sweep_path: str, overrides: dict[str, str]) -> config.Sweep:
-    sweep = config.load(sweep_path, overrides)
+def validate(sweep_path: str, overrides: dict[str, str], machine: config.Machine | None = None) -> config.Sweep:
+    """`machine`: where the runs run (through Slurm: the partition's nodes; None: here)."""
+    sweep = config.load(sweep_path, overrides, machine)
     config.check_writable(sweep)
     registry.preflight(sweep)
     unbuilt = mpi.unbuilt(sweep)
@@ -33,10 +34,10 @@ def validate(sweep_path: str, overrides: dict[str, str]) -> config.Sweep:
     return sweep
 
 
-def install_mpi_if_asked_for(sweep_path: str, overrides: dict[str, str]) -> None:
+def install_mpi_if_asked_for(sweep_path: str, overrides: dict[str, str], machine: config.Machine | None = None) -> None:
     """A sweep with MPI rows (configs/mpi.yaml) installs the arm64 Open MPI on first use, through
     the same guarded installer as everything else; other sweeps never need it."""
-    sweep = config.load(sweep_path, overrides)
+    sweep = config.load(sweep_path, overrides, machine)
     if mpi.needs_mpi(sweep) and not mpi.installed():
         print(f"sweep {sweep_path} needs Debian's arm64 Open MPI: running setup/install.sh --with-mpi", flush=True)
         if subprocess.call([str(REPO / "setup" / "install.sh"), "--with-mpi"]) != 0:
@@ -49,8 +50,10 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     overrides = config.parse_overrides(ns.set)
     # A bad profile, a CHANGE_ME account or a cluster without a usable node stops here.
     on_slurm = slurm.prepare(ns.slurm, ns.slurm_account, ns.slurm_partition) if ns.slurm is not None else None
-    install_mpi_if_asked_for(ns.config, overrides)
-    sweep = validate(ns.config, overrides)
+    # Sizes are judged by the memory of the machine that runs the jobs: through Slurm, its nodes.
+    machine = on_slurm.machine() if on_slurm else None
+    install_mpi_if_asked_for(ns.config, overrides, machine)
+    sweep = validate(ns.config, overrides, machine)
     jobs = sweep.jobs()
     runs = sum(len(j.runs) for j in jobs)
     if writes_nothing(ns.snakemake_args):  # a dry run, a listing, an unlock: nothing to guard
@@ -75,7 +78,9 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
                 print(f"report: {page}" if page else "report: not written: the targets asked for made no summary "
                       "(a sweep without targets makes both)", flush=True)
         except guard.Interrupted as e:
-            raise guard.Interrupted(e.signum, keep.after_failure(sweep.results_dir, kept) or "") from None
+            # The Slurm path's detail (its cancelled jobs) first, then what the results folder keeps.
+            detail = "; ".join(d for d in (e.detail, keep.after_failure(sweep.results_dir, kept)) if d)
+            raise guard.Interrupted(e.signum, detail) from None
         except BaseException:
             say(keep.after_failure(sweep.results_dir, kept))
             raise
@@ -106,8 +111,9 @@ def run_snakemake(ns: argparse.Namespace, sweep: config.Sweep, overrides: dict[s
             # The Slurm path reads Snakemake's own record of a failed job to name the cell and
             # the Slurm reason, so it keeps Snakemake's plain output.
             # The profile's groups: the rules' `group:` on, each grouped Slurm job of its CPUs.
-            return slurm.run(snakemake_cmd(ns.config, overrides | on_slurm.groups.config(), on_slurm.groups.cores,
-                                           ns.snakemake_args, slurm=True), on_slurm)
+            return slurm.run(snakemake_cmd(ns.config, overrides | on_slurm.config(), on_slurm.groups.cores,
+                                           ns.snakemake_args, slurm=True), on_slurm,
+                             pass_fds=() if lock_fd is None else (lock_fd,))
         # Targets first: Snakemake 9's --logger takes several names and would read a target after it as one.
         return guard.run(snakemake_cmd(ns.config, overrides, ns.cores, ns.snakemake_args + logger_args(ns.verbose)),
                          env=snakemake_env(logger=not ns.verbose), pass_fds=() if lock_fd is None else (lock_fd,))

@@ -18,8 +18,8 @@ from analysis.core import validate
 from analysis.core.checks import Check, Condition, build_check
 from analysis.core.kernels import (  # re-exported: config.X is the way in
     BUILD_PATTERN, CPU_MODEL_VLS, NO_OP, NOSVE, SIZE_MAX, VALID_VLS, VL_MAX, VL_MIN, VL_STEP, VLS_ALLOWED, KernelRow,
-    KernelTable, Selector, check_size_fits, check_vl, layout_of, load_table, parse_build, run_params, vl_rule_arg,
-    vl_rule_defines,
+    KernelTable, Machine, Selector, check_size_fits, check_vl, layout_of, load_table, parse_build, run_params, slurm_nodes,
+    vl_rule_arg, vl_rule_defines,
 )
 from analysis.core.model import (  # re-exported: config.X is the way in
     Binary, CountFigure, Firsts, Gem5Sampling, Gem5Section, Gem5System, Job, PerfCheck, PerfFigure, PerfSection, Selection, Sweep,
@@ -134,8 +134,9 @@ def _checks(sweep: Sweep, docs: list[dict[str, Any]], firsts: Firsts) -> list[Ch
         for c in doc["conditions"])) for doc in docs]
 
 
-def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sweep:
-    """Read, validate and build a sweep configuration; raise ConfigError on bad input."""
+def load(config_path: str | Path, overrides: dict[str, Any] | None = None, machine: Machine | None = None) -> Sweep:
+    """Read, validate and build a sweep configuration; raise ConfigError on bad input. `machine`:
+    where its runs run, for the size check (None: this machine; a Slurm partition's nodes)."""
     path = Path(config_path)
     raw, _ = read_sweep(path, overrides)
     validate_doc(raw, SWEEP_SCHEMA, path, fill_defaults=True)
@@ -163,7 +164,7 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         validate.gem5_systems(raw["gem5"], systems, sizes)
         gem5 = gem5_section(raw["gem5"], systems, compilers)
     if backends or gem5:  # a perf-only sweep has no count sizes
-        validate.sizes(table, sizes, selections, linearity=raw["linearity_check"])
+        validate.sizes(table, sizes, selections, linearity=raw["linearity_check"], machine=machine)
     perf = model.perf_section(raw["perf"]) if "perf" in raw else None
     if perf:
         validate.perf(perf, table, selections)

@@ -195,21 +195,40 @@ def memory_bytes() -> int:
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+@dataclass(frozen=True)
+class Machine:
+    """Where a sweep's runs run, as the size check judges it: this machine, or (a sweep through
+    Slurm) the nodes of its partition, whose memory the submitting host does not share."""
+    memory: int  # bytes
+    name: str = "this machine"  # "too large for <name>"
+    holder: str = "this machine"  # "<holder> has N GiB of memory"
+    fix: str = "choose a smaller size"
+
+
+def slurm_nodes(partition: str, node: str, memory_mb: int) -> Machine:
+    """The nodes of a Slurm partition, by the largest one's memory (Slurm's RealMemory, in MB):
+    a run that does not fit there fits on none of them."""
+    return Machine(memory_mb * 2**20, f"the nodes of Slurm partition {partition}", f"its largest node ({node})",
+                   "choose a smaller size, or a partition with larger nodes (--slurm-partition P)")
+
+
 def run_buffers(family: Family, size: int) -> int:
     """A lower bound of the memory one run of `size` bytes allocates: the bytes its kernel reads
     and writes (the family's declared traffic, at least the size itself)."""
     return int(size * max(1.0, sum(family.traffic.values())))
 
 
-def check_size_fits(family: Family, size: int, what: str, note: str = "") -> None:
+def check_size_fits(family: Family, size: int, what: str, note: str = "", machine: Machine | None = None) -> None:
     """A size whose buffers cannot be held in memory: the binary's allocation fails (or, with
     overcommit, the filling thrashes until the OOM killer stops it) after the build, and its
-    time limit (60 s per MiB) is months. Refused here instead, in one line."""
-    need, have = run_buffers(family, size), memory_bytes()
+    time limit (60 s per MiB) is months. Refused here instead, in one line. `machine`: where the
+    runs run (None: this machine)."""
+    machine = machine or Machine(memory_bytes())
+    need, have = run_buffers(family, size), machine.memory
     if need > have:
-        raise ConfigError(f"{what} is too large for this machine: a run of {size} bytes allocates at least "
-                          f"{need / 2**30:.1f} GiB (family {family.name}), this machine has {have / 2**30:.1f} GiB of "
-                          f"memory{note}; choose a smaller size")
+        raise ConfigError(f"{what} is too large for {machine.name}: a run of {size} bytes allocates at least "
+                          f"{need / 2**30:.1f} GiB (family {family.name}), {machine.holder} has {have / 2**30:.1f} GiB of "
+                          f"memory{note}; {machine.fix}")
 
 
 def _family(name: str, f: dict[str, Any], base: Path) -> Family:

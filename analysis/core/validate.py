@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.core.kernels import (
-    CPU_MODEL_VLS, DTYPE_SIZE, NO_OP, SIZE_MAX, VLS_ALLOWED, KernelTable, Selector, check_size_fits, check_vl,
+    CPU_MODEL_VLS, DTYPE_SIZE, NO_OP, SIZE_MAX, VLS_ALLOWED, KernelTable, Machine, Selector, check_size_fits, check_vl,
 )
 from analysis.core.model import PerfSection, Selection, Sweep
 from analysis.core.schema import REPO, ConfigError
@@ -91,7 +91,7 @@ def selection(table: KernelTable, sel: dict[str, Any]) -> Selection:
 
 
 def sizes(table: KernelTable, by_family: dict[str, list[int]], selections: list[Selection], where: str = "sizes",
-          linearity: bool = False) -> None:
+          linearity: bool = False, machine: Machine | None = None) -> None:
     for fam_name, values in by_family.items():
         if fam_name not in table.families:
             raise ConfigError(f"{where}: unknown family '{fam_name}'; known: {', '.join(table.families)}")
@@ -106,7 +106,7 @@ def sizes(table: KernelTable, by_family: dict[str, list[int]], selections: list[
                     + (" (the linearity check also runs twice the size)" if linearity else "")
                 )
             check_size_fits(table.families[fam_name], 2 * s if linearity else s, f"{where}/{fam_name}: size {s}",
-                            " (the linearity check also runs twice the size)" if linearity else "")
+                            " (the linearity check also runs twice the size)" if linearity else "", machine)
     for sel in selections:
         fam = table.families[sel.family]
         if fam.name not in by_family:
