@@ -383,17 +383,22 @@ def test_a_job_that_died_with_the_daemons_is_cancelled_at_the_next_start(local_s
     (JobRequeue=1) would start it again with its Snakemake gone."""
     script = str(REPO / "setup" / "slurm.sh")
     run = Path(local_slurm["SLURM_CONF"]).parent / "run"
-    job = subprocess.run(["sbatch", "--parsable", "-t", "30", "-o", "/dev/null", "--wrap", "sleep 300"], env=local_slurm,
+    # The job's sleep has a name of its own: the kill below must not reach another process of the
+    # machine (a plain `pkill -f '^sleep 300$'` ended a user's `sleep 300` in another terminal).
+    marker = f"harness-test-job-{os.getpid()}-{time.monotonic_ns()}"
+    job = subprocess.run(["sbatch", "--parsable", "-t", "30", "-o", "/dev/null", "--wrap", f"exec bash -c 'exec -a {marker} sleep 300'"],
+                         env=local_slurm,
                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
     try:
         wait_for(lambda: job_state(local_slurm, job) == "RUNNING", 60, 0.5)
         time.sleep(8)  # slurmctld saves its job state every few seconds
         # The session ends: every process dies at once.
         pids = [int((run / f"{d}.pid").read_text()) for d in ("slurmd", "slurmctld", "munged")]
-        steps = subprocess.run(["pgrep", "-x", "slurmstepd"], capture_output=True, text=True).stdout.split()
+        # This job's step only: other Slurm jobs of the machine keep theirs.
+        steps = subprocess.run(["pgrep", "-f", rf"^slurmstepd: \[{job}\."], capture_output=True, text=True).stdout.split()
         for pid in pids + [int(s) for s in steps]:
             os.kill(pid, 9)
-        subprocess.run(["pkill", "-9", "-f", "^sleep 300$"])
+        subprocess.run(["pkill", "-9", "-f", f"^{marker} "])
         for pid in pids:
             wait_for(lambda: dead(pid), 30, 0.1)
         proc = subprocess.run([script, "start"], capture_output=True, text=True, timeout=120)
