@@ -174,9 +174,11 @@ def libc_version(compiler: str) -> str:
 @functools.cache
 def _libc_version(cc: tuple[str, ...], package: str) -> str:
     libc_a = subprocess.run([*cc, "-print-file-name=libc.a"], capture_output=True, text=True).stdout.strip()
-    pkg = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True)
     digest = files.sha256(Path(libc_a))[:16] if Path(libc_a).is_file() else "no libc.a"
-    return f"{pkg.stdout.strip() or 'unknown'} libc.a:{digest}"
+    # Not a Debian host (no dpkg-query): the archive's hash still names the build.
+    dpkg = shutil.which("dpkg-query")
+    pkg = subprocess.run([dpkg, "-W", "-f=${Version}", package], capture_output=True, text=True).stdout if dpkg else ""
+    return f"{pkg.strip() or 'unknown'} libc.a:{digest}"
 
 
 def installed_compiler_versions() -> dict[str, str]:
