@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -85,6 +86,39 @@ def test_bad_input_exit_2_before_any_work(tmp_path, args, needle) -> None:
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (out / "ab.json").exists()
+
+
+# Debian's refusal at kernel.perf_event_paranoid=3, as a perf that cannot count prints it.
+REFUSING_PERF = """#!/bin/sh
+echo "Error:" >&2
+echo "Access to performance monitoring and observability operations is limited." >&2
+echo "  kernel.perf_event_paranoid = <setting>" >&2
+exit 255
+"""
+
+
+def test_a_bad_line_is_named_before_perf_s_refusal(tmp_path: Path) -> None:
+    """On a host whose perf cannot count (Debian's default paranoid level), a line that cannot
+    be timed is still the one line: it is what to fix first, and the check runs nothing."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "perf").write_text(REFUSING_PERF)
+    (tmp_path / "bin" / "perf").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    proc = subprocess.run([PY, "-m", "analysis.commands.ab", "--perf", "buffer_is_zero/sve", "buffer_is_zero/scalar",
+                           "--config", str(FIXTURE), "--out", str(tmp_path / "out")],
+                          cwd=REPO, capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and "not host_native" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out" / "ab.json").exists()
+
+
+def test_a_kernel_that_lets_no_user_count_is_one_line_naming_root_s_sysctl() -> None:
+    """Debian's kernel.perf_event_paranoid=3: the setting and root's one command, not the last
+    line of perf's refusal (an example of the sysctl.conf syntax)."""
+    assert perf.refusal(REFUSING_PERF, 3, root=False) == (
+        "perf: skipped: kernel.perf_event_paranoid is 3 here, which lets no ordinary user count; "
+        "fix (as root): sysctl kernel.perf_event_paranoid=2")
+    assert perf.refusal("Error:\nno PMU\n", 2, root=False) == (
+        "perf: skipped: perf cannot count here (no PMU); fix: sysctl kernel.perf_event_paranoid=2 (or run as root)")
 
 
 @pytest.mark.parametrize("a, b, want", [

@@ -5,7 +5,9 @@ built (`./harness setup --with-arm64-node`), one boot that runs a command as its
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -243,6 +245,7 @@ def test_roi_cells_are_compared_one_by_one_and_other_metrics_not(tmp_path: Path)
     assert proc.stdout.splitlines() == [
         "kernel=copy variant=c_vec vl=128 size=64 metric=roi.total: host 10, node 11",
         "kernel=pack variant=blocks_call vl=512 size=64 metric=roi.op.tbnz: host 1, node (none)",
+        "toolchain: not compared (no provenance.csv beside both counts.csv)",
         "2 ROI cells, 2 differ"]
 
 
@@ -250,3 +253,47 @@ def test_a_file_that_is_not_a_counts_table_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "h.csv").write_text("a,b\n1,2\n")
     proc = run([str(REPO / "ci" / "compare-roi-counts"), str(tmp_path / "h.csv"), str(tmp_path / "h.csv")])
     assert proc.returncode == 2 and "is it a counts.csv?" in one_line(proc.stderr)
+
+
+def test_differing_cells_name_the_toolchain_parts_the_provenance_shows_differ(tmp_path: Path) -> None:
+    """The node's glibc differs from the host's cross one: the compare names it, from the
+    libc_version of each side's provenance.csv, and not the parts that are equal."""
+    prov = "compiler,compiler_version,libc_version\n"
+    (tmp_path / "provenance.csv").write_text(prov + "gcc,gcc 12.2.0,2.36-8cross1 libc.a:aa\n")
+    node = tmp_path / "node"
+    node.mkdir()
+    (node / "provenance.csv").write_text(prov + "gcc,gcc 12.2.0,2.36-9+deb12u14 libc.a:bb\n")
+    (tmp_path / "h.csv").write_text(HEADER + "pack,blocks_call,512,64,roi.total,10\n")
+    (node / "counts.csv").write_text(HEADER + "pack,blocks_call,512,64,roi.total,12\n")
+    proc = run([str(REPO / "ci" / "compare-roi-counts"), str(tmp_path / "h.csv"), str(node / "counts.csv")])
+    assert proc.returncode == 1 and proc.stdout.splitlines()[1:] == [
+        "toolchain differs: libc of gcc: host 2.36-8cross1 libc.a:aa, node 2.36-9+deb12u14 libc.a:bb",
+        "1 ROI cells, 1 differ"]
+
+
+# --- the toolchain on either host --------------------------------------------------------------
+
+def _toolchain_on(arch: str, expr: str) -> str:
+    """`expr` of analysis.core.toolchain (as t) in a fresh interpreter told the host is `arch`."""
+    code = f"from analysis.core import toolchain as t; print({expr})"
+    proc = run([sys.executable, "-c", code], {**os.environ, "HARNESS_HOST_ARCH": arch})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_on_arm64_clang_is_the_native_compiler_without_the_cross_sysroot() -> None:
+    """An arm64 Debian has no /usr/aarch64-linux-gnu: clang there links the host's libc as gcc
+    does, and the libc's package is libc6-dev, not the cross one."""
+    assert _toolchain_on("arm64", "t.COMPILERS['clang'].cc, t.libc_package(t.host_arch())") == (
+        "('clang-14',) libc6-dev")
+    assert _toolchain_on("amd64", "t.COMPILERS['clang'].cc, t.libc_package(t.host_arch())") == (
+        "('clang-14', '--target=aarch64-linux-gnu', '--sysroot=/usr/aarch64-linux-gnu') libc6-dev-arm64-cross")
+
+
+@pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None, reason="needs the harness's gcc (./harness setup)")
+def test_the_static_libc_s_package_version_is_in_the_preflight_versions() -> None:
+    """The counts of every copying ROI depend on glibc's memcpy: its package version is recorded
+    with the compiler's (plans, provenance.csv, the regression fingerprint)."""
+    from analysis.core import toolchain
+    pkg = run(["dpkg-query", "-W", "-f=${Version}", toolchain.libc_package(toolchain.host_arch())]).stdout
+    assert pkg and toolchain.preflight(["gcc"])["libc.gcc"].startswith(f"{pkg} libc.a:")

@@ -226,13 +226,17 @@ def test_typed_sections_carry_the_defaults_once() -> None:
 
 
 def test_a_plan_round_trips_through_its_json(tmp_path: Path) -> None:
+    """The plan's versions: the compiler's, its static libc's (glibc's memcpy runs in the ROI; a
+    libc upgrade re-runs the job and provenance.csv names it), the host's, the backend's."""
     sweep = config.load(REPO / "configs" / "tiny.yaml")
     job = qemu.jobs(sweep, None)[0]
     ready = registry.Ready({"qemu": "qemu-aarch64 version 7.2"})
-    plan = count.plan_job(sweep, job, ready, {"compiler.gcc": "gcc 12", "host": "h"}, {})
+    versions = {"compiler.gcc": "gcc 12", "libc.gcc": "2.36-8cross1 libc.a:e8", "libc.clang": "x", "host": "h"}
+    plan = count.plan_job(sweep, job, ready, versions, {})
     assert Plan.from_json(plan.to_json()) == plan
     assert plan.runs == job.runs and len(plan.time_limits) == len(job.runs)
-    assert plan.meta["versions"] == {"compiler.gcc": "gcc 12", "host": "h", "qemu": "qemu-aarch64 version 7.2"}
+    assert plan.meta["versions"] == {"compiler.gcc": "gcc 12", "libc.gcc": "2.36-8cross1 libc.a:e8", "host": "h",
+                                     "qemu": "qemu-aarch64 version 7.2"}
     b = job.binary
     shared = build.prep_cache_dir(sweep.build_dir, sweep.table, b.compiler, b.kernel, b.variant)
     assert plan.settings == {"plugin_dir": str(sweep.build_dir / "plugins"), "batch": True, "prep_cache": str(shared)}

@@ -84,6 +84,15 @@ def test_the_provenance_says_where_each_run_was_counted() -> None:
     assert got == ["QEMU plugins", "ArmIE", "DynamoRIO in the guest"]
 
 
+def test_the_provenance_names_the_static_libc_beside_the_compiler() -> None:
+    """The glibc build is a named toolchain part: the node's 2.36-9 against the host's cross
+    2.36-8 was the whole difference of 139 ROI cells of the tiny sweep."""
+    doc = _raw("qemu", "pack", "blocks_call")
+    doc["meta"]["versions"]["libc.gcc"] = "2.36-8cross1 libc.a:e8"
+    row = collect.provenance_rows(doc)[0]
+    assert (row["compiler_version"], row["libc_version"]) == ("gcc 12", "2.36-8cross1 libc.a:e8")
+
+
 def test_a_verdict_names_the_data_of_the_rows_it_read(tmp_path: Path) -> None:
     """The Fig. 2 ratio counted by the armie backend in the guest names DynamoRIO in the guest
     (the sweep file says armie: its config alone named ArmIE); a condition read from QEMU's rows

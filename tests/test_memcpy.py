@@ -139,9 +139,11 @@ def test_generic_per_block_closed_form_and_flat(binaries, plugin_dir, kernel: st
 @pytest.mark.needs_clang
 def test_clang_links_the_libc_gcc_links() -> None:
     """The gcc vs clang pair must differ in the compiler only: clang takes the cross libc
-    (whose memcpy variants the lines call), not the multiarch arm64 one --with-mpi installs."""
-    from analysis.core.toolchain import COMPILERS
+    (whose memcpy variants the lines call), not the multiarch arm64 one --with-mpi installs.
+    On an arm64 host both take the host's own libc (libc6-dev), as there is no cross one."""
+    from analysis.core.toolchain import COMPILERS, host_arch
 
     libc = {c: Path(subprocess.run([*COMPILERS[c].cc, "-print-file-name=libc.a"], capture_output=True, text=True,
                                    check=True).stdout.strip()).resolve() for c in ("gcc", "clang")}
-    assert libc["gcc"] == libc["clang"] == Path("/usr/aarch64-linux-gnu/lib/libc.a"), libc
+    want = "/usr/lib/aarch64-linux-gnu/libc.a" if host_arch() == "arm64" else "/usr/aarch64-linux-gnu/lib/libc.a"
+    assert libc["gcc"] == libc["clang"] == Path(want), libc

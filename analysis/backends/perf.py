@@ -47,6 +47,10 @@ A64FX_CPU = "aarch64 implementer 0x46 part 0x001"
 report = no_report  # results/perf_summary.md is its report (analysis.stages.summary.stats_summary)
 
 HOST_FIX = "sysctl kernel.perf_event_paranoid=2 (or run as root)"
+# Debian's kernels default to 3, which no upstream kernel knows: no ordinary user may count at
+# all. 2 lets a user count its own processes in user space, which is all the harness asks.
+PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
+USER_PARANOID = 2
 
 
 def evidence(meta: dict[str, Any]) -> str:
@@ -119,8 +123,7 @@ def detect(sweep: Sweep) -> PerfStatus | None:
     probe = subprocess.run([perf, "stat", "-x", SEP, "-e", "task-clock", "--", "true"],
                            capture_output=True, text=True, env=_env({}))
     if probe.returncode != 0 or "task-clock" not in probe.stderr:
-        why = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        return PerfStatus(perf, version, False, False, [f"perf: skipped: perf cannot count here ({why}); fix: {HOST_FIX}"])
+        return PerfStatus(perf, version, False, False, [refusal(probe.stderr, paranoid_level(), os.geteuid() == 0)])
     status = PerfStatus(perf, version, False, p.host_baselines)
     if p.host_baselines and (note := other_isa_note(sweep, platform.machine())):
         status.messages.append(note)
@@ -143,6 +146,26 @@ def detect(sweep: Sweep) -> PerfStatus | None:
             "AArch64 SVE machine such as A64FX (docs/guide/perf.md: perf on A64FX), or count their instructions "
             f"in the emulated AArch64 guest: perf/sve: guest in the sweep{after}")
     return status
+
+
+def paranoid_level() -> int | None:
+    """The kernel's perf_event_paranoid, None where it cannot be read."""
+    try:
+        return int(PARANOID.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def refusal(stderr: str, level: int | None, root: bool) -> str:
+    """One line on why perf cannot count here and what root does about it: the kernel's
+    perf_event_paranoid when it forbids an ordinary user, else perf's first line past
+    'Error:' (its refusal runs over many lines, and the last is an example, not the cause)."""
+    if level is not None and level > USER_PARANOID and not root:
+        return (f"perf: skipped: kernel.perf_event_paranoid is {level} here, which lets no ordinary user count; "
+                f"fix (as root): sysctl kernel.perf_event_paranoid={USER_PARANOID}")
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() not in ("", "Error:")]
+    why = (lines or ["no output"])[0]
+    return f"perf: skipped: perf cannot count here ({why}); fix: {HOST_FIX}"
 
 
 @dataclass

@@ -20,7 +20,7 @@ from analysis.backends.perf_table import OK
 from analysis.backends.registry import REGISTRY
 from analysis.core import arm64_vm
 from analysis.core.config import ConfigError
-from analysis.core.toolchain import COMPILERS, compiler_for
+from analysis.core.toolchain import COMPILERS, GUEST_NATIVE, compiler_for
 
 if TYPE_CHECKING:
     from pandas import DataFrame
@@ -35,9 +35,10 @@ TITLE = "## perf in the guest against the QEMU plugins"
 
 
 def reference_compiler(sweep: Sweep, compiler: str, build: str) -> str | None:
-    """The sweep's cross compiler that builds what `compiler` builds for `build` (the guest's
-    native SVE build is the cross gcc's), or None."""
-    cc = compiler_for(compiler, build).cc
+    """The sweep's cross compiler that builds what `compiler` builds for `build` in the guest, or
+    None. The guest's native SVE build is the cross gcc's (GUEST_NATIVE) wherever the tables are
+    read: on an arm64 host compiler_for names that host's own gcc, which built none of them."""
+    cc = (GUEST_NATIVE if (compiler, build) == ("native", "vla") else compiler_for(compiler, build)).cc
     return next((c for c in sweep.compilers if COMPILERS[c].cc == cc), None)
 
 

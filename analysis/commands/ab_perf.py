@@ -53,9 +53,6 @@ def sample_symbols(binary: Path, run: config.Run, period: int, calls: int, core:
 
 def compare_perf(sweep: config.Sweep, a: Line, b: Line, sizes: list[int], runs: int, calls: int, warmup: int,
                  core: int, period: int, sample_calls: int, log=sys.stderr) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    status = perf.detect(sweep)
-    if status is None or not status.host:
-        raise toolchain.ToolchainError("; ".join(status.messages) if status else "perf: not available")
     for ln in (a, b):
         isa = sweep.table.row(ln.kernel, ln.variant).host_isa
         if isa and isa != platform.machine():
@@ -63,6 +60,10 @@ def compare_perf(sweep: config.Sweep, a: Line, b: Line, sizes: list[int], runs: 
         if not sweep.table.row(ln.kernel, ln.variant).host_native:
             raise ConfigError(f"line '{ln.spec}' is not host_native in the kernel table: --perf times lines built for "
                               "this machine's ISA; pick a host_native row or compare counts (without --perf)")
+    # Bad lines first: on a host where perf cannot count they are still what to fix.
+    status = perf.detect(sweep)
+    if status is None or not status.host:
+        raise toolchain.ToolchainError("; ".join(status.messages) if status else "perf: not available")
     bd = sweep.build_dir
     binaries = {ln: build.binary_path(bd, "native", "host", "perf", f"{ln.kernel}-{ln.variant}") for ln in (a, b)}
     build_targets(sweep, list(binaries.values()))

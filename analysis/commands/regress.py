@@ -103,16 +103,6 @@ def _hash_files(paths: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-def libc_version(compiler: str) -> str:
-    """The static libc the binaries link: its Debian package version and its archive's hash."""
-    comp = toolchain.COMPILERS[compiler]
-    libc_a = subprocess.run([*comp.cc, "-print-file-name=libc.a"], capture_output=True, text=True).stdout.strip()
-    pkg = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "libc6-dev-arm64-cross"],
-                         capture_output=True, text=True)
-    digest = files.sha256(Path(libc_a))[:16] if Path(libc_a).is_file() else "no libc.a"
-    return f"{pkg.stdout.strip() or 'unknown'} libc.a:{digest}"
-
-
 def fingerprint(reg: Regression) -> dict[str, Any]:
     sweep = reg.sweep
     _, _, versions = registry.preflight(sweep)
@@ -122,7 +112,7 @@ def fingerprint(reg: Regression) -> dict[str, Any]:
         "compiler": {c: {"version": versions[f"compiler.{c}"], "flags": " ".join(toolchain.BASE_CFLAGS),
                          "row_flags": flags} for c in sweep.compilers},
         "qemu": versions.get("qemu", ""),
-        "libc": {c: libc_version(c) for c in sweep.compilers},
+        "libc": {c: versions[f"libc.{c}"] for c in sweep.compilers},
         "harness": f"{analysis.__version__} sources:{_hash_files(harness_files)}",
         "config": _hash_files([sweep.path.resolve(), *sweep.table_paths]),
     }

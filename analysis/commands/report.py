@@ -134,7 +134,7 @@ def figure_entries(sweep: config.Sweep, fig_dir: Path) -> list[dict[str, str]]:
 # One line per way the counts were made; the columns that name how (tools, host) are listed
 # with their distinct values, which are few.
 PROVENANCE_GROUPS = ["backend", "compiler", "build", "cpu_model"]
-PROVENANCE_TOOLS = ["compiler_version", "backend_version", "host"]
+PROVENANCE_TOOLS = ["compiler_version", "libc_version", "backend_version", "host"]
 
 
 def provenance_summary(path: Path) -> str:

@@ -8,6 +8,7 @@ fix in one line before any job runs; each backend checks its own tools
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import shutil
 import subprocess
@@ -35,18 +36,37 @@ class Compiler:
         return first_line([*self.cc[:1], "--version"])
 
 
-COMPILERS = {
-    "gcc": Compiler("gcc", ("aarch64-linux-gnu-gcc",), ("-static",)),
+def host_arch() -> str:
+    """The host's architecture in dpkg's names (amd64, arm64): HARNESS_HOST_ARCH when set, as
+    setup/install.sh reads it (tests model the other host with it), else the machine's."""
+    machine = platform.machine()
+    return os.environ.get("HARNESS_HOST_ARCH") or {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+
+
+def compilers(arch: str) -> dict[str, Compiler]:
+    """The compilers on a host of `arch`: on arm64 clang-14 is the host's own compiler and
+    links the host's libc, as gcc does; elsewhere both cross-compile."""
     # The cross sysroot, named: from the bare triple clang prefers the multiarch arm64 libc
     # (/usr/lib/aarch64-linux-gnu, libc6-dev:arm64, which --with-mpi installs) over the cross
     # libc that gcc links, and the two glibc builds have different memcpy code: the gcc vs
-    # clang pair would then differ in the C library too.
-    "clang": Compiler("clang", ("clang-14", "--target=aarch64-linux-gnu", "--sysroot=/usr/aarch64-linux-gnu"),
-                      ("-static",)),
-    # The perf backend's native builds: the host's own gcc, dynamically linked like any
-    # program on that machine. Its kernels take the gcc cflags of the kernel table.
-    "native": Compiler("native", ("gcc",), ()),
-}
+    # clang pair would then differ in the C library too. An arm64 host has no cross sysroot.
+    cross = () if arch == "arm64" else ("--target=aarch64-linux-gnu", "--sysroot=/usr/aarch64-linux-gnu")
+    return {
+        "gcc": Compiler("gcc", ("aarch64-linux-gnu-gcc",), ("-static",)),
+        "clang": Compiler("clang", ("clang-14", *cross), ("-static",)),
+        # The perf backend's native builds: the host's own gcc, dynamically linked like any
+        # program on that machine. Its kernels take the gcc cflags of the kernel table.
+        "native": Compiler("native", ("gcc",), ()),
+    }
+
+
+def libc_package(arch: str) -> str:
+    """The Debian package of the libc.a the compilers link: the host's own on arm64, the
+    cross one elsewhere (setup/install.sh installs it)."""
+    return "libc6-dev" if arch == "arm64" else "libc6-dev-arm64-cross"
+
+
+COMPILERS = compilers(host_arch())
 CROSS_COMPILERS = ("gcc", "clang")
 # The SVE native build on a host that is not AArch64 (x86-64): its binaries run in the emulated
 # AArch64 guest (analysis.core.arm64_vm, perf in the guest), so the cross gcc builds them, static
@@ -57,7 +77,7 @@ GUEST_NATIVE = Compiler("native", ("aarch64-linux-gnu-gcc",), ("-static",))
 def compiler_for(compiler: str, build: str) -> Compiler:
     """The compiler that builds `build` for `compiler`: the native compiler's SVE build on an
     x86-64 host is the guest's (GUEST_NATIVE); everything else is COMPILERS[compiler]."""
-    if compiler == "native" and build == "vla" and platform.machine() != "aarch64":
+    if compiler == "native" and build == "vla" and host_arch() != "arm64":
         return GUEST_NATIVE
     return COMPILERS[compiler]
 
@@ -136,10 +156,29 @@ def preflight(compilers: list[str]) -> dict[str, str]:
             raise ToolchainError(f"cross compiler {comp.cc[0]} not found: run {fix}")
         versions[f"compiler.{c}"] = comp.version()
         versions.update(build_versions(c))
+        if c in CROSS_COMPILERS:
+            versions[f"libc.{c}"] = libc_version(c)
     if set(compilers) & set(CROSS_COMPILERS) and shutil.which(OBJDUMP) is None:
         raise ToolchainError(f"{OBJDUMP} not found: run ./harness setup (binutils-aarch64-linux-gnu)")
     versions["host"] = host()
     return versions
+
+
+def libc_version(compiler: str) -> str:
+    """The static libc `compiler` links: its Debian package's version (libc_package) and its
+    archive's hash. Its memcpy is inside the ROI of every row that copies, so two hosts whose
+    counts differ there differ here (the cross 2.36-8cross1 against an arm64 node's 2.36-9)."""
+    return _libc_version(COMPILERS[compiler].cc, libc_package(host_arch()))
+
+
+@functools.cache
+def _libc_version(cc: tuple[str, ...], package: str) -> str:
+    libc_a = subprocess.run([*cc, "-print-file-name=libc.a"], capture_output=True, text=True).stdout.strip()
+    digest = files.sha256(Path(libc_a))[:16] if Path(libc_a).is_file() else "no libc.a"
+    # Not a Debian host (no dpkg-query): the archive's hash still names the build.
+    dpkg = shutil.which("dpkg-query")
+    pkg = subprocess.run([dpkg, "-W", "-f=${Version}", package], capture_output=True, text=True).stdout if dpkg else ""
+    return f"{pkg.strip() or 'unknown'} libc.a:{digest}"
 
 
 def installed_compiler_versions() -> dict[str, str]:

@@ -31,6 +31,8 @@ def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "vl_seen": run["vl_seen"], "roi_symbol": parse.roi_symbol(run), "checksum": run["checksum"],
             "binary": meta["binary"], "binary_sha256": meta["binary_sha256"],
             "compiler_version": versions.get(f"compiler.{meta['compiler']}", ""),
+            # The static libc's package version: its memcpy runs inside copying ROIs.
+            "libc_version": versions.get(f"libc.{meta['compiler']}", ""),
             # An MPI row also ran the dynamically linked arm64 Open MPI: its version is part of what ran.
             "backend_version": "; ".join(v for v in (versions.get(meta["backend"], ""), versions.get("mpi", "")) if v),
             "build_commands": " && ".join(meta["build_commands"]),

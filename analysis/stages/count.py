@@ -53,7 +53,8 @@ def plan_job(sweep: config.Sweep, job: config.Job, ready: Ready, versions: dict[
     backend = REGISTRY[b.backend]
     row = sweep.table.row(b.kernel, b.variant)
     binary = build.binary_path(sweep.build_dir, b.compiler, b.build, b.backend, b.name)
-    job_versions = {k: versions[k] for k in (toolchain.stamp_name(b.compiler, b.build), "host") if k in versions}
+    job_versions = {k: versions[k] for k in (toolchain.stamp_name(b.compiler, b.build), f"libc.{b.compiler}", "host")
+                    if k in versions}
     job_versions.update(ready.versions)
     env = mpi.run_env(sweep.table, b.kernel, b.variant)
     if env:  # the runs load an arm64 Open MPI: its version is part of what ran
