@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -564,3 +565,28 @@ def test_cores_below_one_is_refused(tmp_path: Path) -> None:
                      "--set", f"results_dir={tmp_path / 'r'}", timeout=120), f"--cores {n}", ">= 1")
         one_line(cli(REPO, "regress", "--cores", n, timeout=120), f"--cores {n}")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_start_removes_a_killed_jobs_staging_even_with_no_count_left(tmp_path: Path) -> None:
+    """A job killed after it wrote its raw file but before it removed its staging directory
+    (SIGKILL runs no clean-up) leaves nothing to count on the next run: only count jobs removed
+    stale staging, so the directory outlived the sweep that resumed (seen in a CI-style run of
+    test_sigkill_mid_sweep_then_the_same_command_takes_over_the_lock_and_resumes)."""
+    results = tmp_path / "results"
+    sweep = ["sweep", "--config", "configs/tiny.yaml", "--cores", "2", "--set", f"results_dir={results}",
+             "--set", f"build_dir={tmp_path / 'build'}"]
+    first = cli(REPO, *sweep)
+    assert first.returncode == 0, first.stderr[-3000:]
+    (results / "counts.csv").unlink()  # collect runs again, no count job does
+    gone = subprocess.Popen(["true"])  # a pid that has ended
+    gone.wait()
+    stage = Path(tempfile.mkdtemp(prefix=backends.STAGE_PREFIX, dir=backends.STAGE_ROOT))
+    (stage / backends.OWNER_FILE).write_text(f"{gone.pid} 1\n{os.environ[backends.STAGE_TAG_ENV]}\n")
+    try:
+        again = cli(REPO, *sweep)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert (results / "counts.csv").exists()
+        assert not stage.exists(), "the killed job's staging directory outlived the sweep"
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

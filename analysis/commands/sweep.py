@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from analysis.backends import perf, registry
+from analysis.backends.staging import clean_stale_stages
 from analysis.commands import guard, keep, report, slurm, uptodate
 from analysis.commands.guard import say, snakemake_cmd
 from analysis.core import config, failure, files, mpi, toolchain
@@ -60,6 +61,9 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         return run_snakemake(ns, sweep, overrides, on_slurm)
     guard.check_shared_build(sweep.build_dir)  # another host's sweep on this build folder: refused here
     lock, kept, lines = keep.take(sweep.results_dir, f"./harness sweep --config {ns.config}")
+    # A job killed between writing its raw file and removing its staging copy leaves the resumed
+    # run nothing to count, and only count jobs removed stale staging: the sweep's start does too.
+    clean_stale_stages()
     try:
         for line in lines:
             say(line)
