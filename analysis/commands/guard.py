@@ -131,9 +131,7 @@ def check_lock(root: Path = REPO) -> str | None:
     local = bool(snakemake_running(root))
     with snakemake_locks.held(root / ".snakemake"):  # a Snakemake starting now waits for it
         found = snakemake_locks.owners(lockdir)
-        stopped = [o for o in found if o.here() and not o.alive()]
-        for owner in stopped:
-            snakemake_locks.remove(lockdir, owner)
+        stopped = snakemake_locks.remove_stopped(lockdir, found)
         bare = [] if local else [p for p in lockdir.glob("*.lock") if snakemake_locks.owner_of(p.name, found) is None]
         for lock in bare:
             lock.unlink(missing_ok=True)

@@ -274,10 +274,17 @@ def made(self: FilePersistence, files: set[str]) -> None:
 def take_over_stopped(lockdir: str) -> None:
     """The lock files of this host's runs that are gone (a killed sweep's), with one line."""
     with held(os.path.dirname(lockdir)):
-        for o in owners(lockdir):
-            if o.here() and not o.alive():
-                remove(lockdir, o)
-                say(f"took over the Snakemake lock of {o.who()}, which has stopped; finished steps are kept")
+        for o in remove_stopped(lockdir, owners(lockdir)):
+            say(f"took over the Snakemake lock of {o.who()}, which has stopped; finished steps are kept")
+
+
+def remove_stopped(lockdir: str | Path, found: list[Owner]) -> list[Owner]:
+    """The runs of `found` on this host whose Snakemake is gone, their lock files and records
+    removed (the caller holds the flock); another host's run is never taken for stopped."""
+    stopped = [o for o in found if o.here() and not o.alive()]
+    for o in stopped:
+        remove(lockdir, o)
+    return stopped
 
 
 def elsewhere(owner: Owner, folder: str) -> str:
