@@ -43,6 +43,18 @@ def host_arch() -> str:
     return os.environ.get("HARNESS_HOST_ARCH") or {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
 
 
+def host_has_sve(cpuinfo: str | None = None) -> bool:
+    """AArch64 with the `sve` hardware capability (listed in /proc/cpuinfo's Features)."""
+    if cpuinfo is None:
+        if platform.machine() != "aarch64":
+            return False
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    return any(line.startswith("Features") and "sve" in line.split(":", 1)[1].split() for line in cpuinfo.splitlines())
+
+
 def compilers(arch: str) -> dict[str, Compiler]:
     """The compilers on a host of `arch`: on arm64 clang-14 is the host's own compiler and
     links the host's libc, as gcc does; elsewhere both cross-compile."""
