@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from analysis.backends import perf, perf_guest_check, qemu
+from analysis.commands import sweep as sweep_command
 from analysis.core import config, model
 from analysis.stages import subtract
 from conftest import REPO
@@ -100,6 +101,9 @@ def test_the_default_sweep_in_the_guest_counts_the_252_cells_it_lacked() -> None
     guest = dataclasses.replace(sweep, perf=dataclasses.replace(sweep.perf, sve="guest"))
     # 14 rows x 3 VLs x 7 sizes, one of which (1 MiB, or 4 MiB for reduce) is counted already.
     assert len(added(guest)) == 14 * 3 * 6 == 252
+    assert sweep_command.perf_cells_line(guest) == (
+        "qemu: 252 more runs count perf's SVE cells at perf's sizes (what perf's instruction counts are compared with)")
+    assert sweep_command.perf_cells_line(sweep) is None
 
 
 def _fixture(sweep: config.Sweep) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:

@@ -180,7 +180,13 @@ def libc_version(compiler: str) -> str:
     """The static libc `compiler` links: its Debian package's version (libc_package) and its
     archive's hash. Its memcpy is inside the ROI of every row that copies, so two hosts whose
     counts differ there differ here (the cross 2.36-8cross1 against an arm64 node's 2.36-9)."""
-    return _libc_version(COMPILERS[compiler].cc, libc_package(host_arch()))
+    return libc_of(COMPILERS[compiler])
+
+
+def libc_of(c: Compiler) -> str:
+    """The libc `c` links, as libc_version names it: the host's own (libc6-dev) for the host's gcc
+    (the perf backend's native builds), else libc_package's."""
+    return _libc_version(c.cc, "libc6-dev" if c.cc == COMPILERS["native"].cc else libc_package(host_arch()))
 
 
 @functools.cache
@@ -209,6 +215,25 @@ def build_versions(compiler: str) -> dict[str, str]:
     others = {stamp_name(compiler, b): compiler_for(compiler, b) for b in builds}
     others.pop(f"compiler.{compiler}", None)
     return {k: c.version() for k, c in others.items() if shutil.which(c.cc[0])}
+
+
+def stamp_compiler(name: str) -> Compiler | None:
+    """The compiler a stamp (stamp_name: compiler.X or compiler.X.BUILD) stands for; None for
+    another tool's."""
+    kind, _, rest = name.partition(".")
+    compiler, _, build = rest.partition(".")
+    if kind != "compiler" or compiler not in COMPILERS:
+        return None
+    return compiler_for(compiler, build) if build else COMPILERS[compiler]
+
+
+def stamp_text(name: str, version: str) -> str:
+    """A stamp file's text: the tool's version line, and under a compiler's the libc it links
+    (libc_of). The libc's memcpy is linked into the ROI of every row that copies (the cross
+    2.36-8cross1 against a native 2.36-9+deb12u14 changed 139 ROI cells): an upgrade of the libc
+    alone must relink them, as an upgrade of the compiler does."""
+    c = stamp_compiler(name)
+    return f"{version}\n{libc_of(c)}\n" if c else f"{version}\n"
 
 
 def write_stamp(path: Path, text: str) -> None:
