@@ -2,7 +2,7 @@
 perf in the guest is compared with the QEMU plugins cell by cell (perf_guest_check), and the perf
 section's sizes (4 KiB to 16 MiB) are not the count sweep's (1 MiB, 4 MiB), so 252 of the default
 sweep's 294 guest cells had no count to be compared with. Where a sweep plans perf's SVE runs, the
-first counting backend's jobs now also run those cells (Sweep.with_perf_cells); nothing else of
+first counting backend's jobs now also run those cells (analysis.core.perf_cells); nothing else of
 the count matrix changes. Plans and synthetic tables only: nothing runs."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from analysis.backends import perf, perf_guest_check, qemu
 from analysis.commands import sweep as sweep_command
-from analysis.core import config, model
+from analysis.core import config, perf_cells
 from analysis.stages import subtract
 from conftest import REPO
 
@@ -83,7 +83,7 @@ def test_without_perfs_sve_runs_the_count_jobs_are_the_count_matrix(tmp_path: Pa
 
 
 def test_an_sve_host_counts_perfs_native_sve_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model, "host_has_sve", lambda: True)
+    monkeypatch.setattr(perf_cells, "host_has_sve", lambda: True)
     assert len(added(load(tmp_path, "auto"))) == 6
     assert added(load(tmp_path, "off")) == set()
 

@@ -71,8 +71,8 @@ def preflight(sweep: Sweep) -> Ready | None:
 
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
-    # The first counting backend also counts perf's SVE cells at perf's sizes (Sweep.with_perf_cells).
-    return sweep.count_jobs(NAME, perf_cells=registry.first_counting(sweep) == NAME)
+    # The first counting backend also counts perf's SVE cells at perf's sizes (analysis.core.perf_cells).
+    return sweep.count_jobs(NAME, perf_reference=registry.first_counting(sweep) == NAME)
 
 
 def time_factor(sweep: Sweep) -> float:

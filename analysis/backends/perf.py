@@ -30,7 +30,7 @@ from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.
 from analysis.backends.perf_guest_check import stats_report  # perf_summary.md: its counts in the guest vs QEMU's
 from analysis.core import config
 from analysis.core.config import Job, Run, Sweep
-from analysis.core.model import native_build  # noqa: F401 (perf.native_build, as before)
+from analysis.core.perf_cells import native_build, native_jobs  # noqa: F401 (perf.native_build, as before)
 from analysis.core.toolchain import host_has_sve
 
 NAME = "perf"
@@ -183,8 +183,8 @@ def plan(sweep: Sweep) -> PerfPlan | None:
 
 
 def perf_jobs(sweep: Sweep, sve: bool, host: bool) -> list[Job]:
-    """Native runs: one Job per (build, kernel row) (Sweep.native_jobs)."""
-    return sweep.native_jobs(NAME, sve, host)
+    """Native runs: one Job per (build, kernel row) (perf_cells.native_jobs)."""
+    return native_jobs(sweep, sve, host)
 
 
 # --- the backend protocol (analysis.backends.Backend) ---------------------------------------

@@ -19,7 +19,7 @@ from analysis.backends.perf_guest import EVENT, FIRST_ACK
 from analysis.backends.perf_table import OK
 from analysis.backends.registry import REGISTRY
 from analysis.core.config import ConfigError
-from analysis.core.model import PERF_REFERENCE_CPU
+from analysis.core import perf_cells
 
 if TYPE_CHECKING:
     from pandas import DataFrame
@@ -29,14 +29,14 @@ if TYPE_CHECKING:
 # The instructions of an enabled window besides the ROI, as measured (the least and the most).
 WINDOW = (326, 328)
 # The QEMU CPU model the guest runs (-cpu max,...): the reference rows' cpu_model.
-CPU_MODEL = PERF_REFERENCE_CPU
+CPU_MODEL = perf_cells.REFERENCE_CPU
 TITLE = "## perf in the guest against the QEMU plugins"
 
 
 def reference_compiler(sweep: Sweep, compiler: str, build: str) -> str | None:
     """The sweep's cross compiler that builds what `compiler` builds for `build` in the guest, or
-    None (Sweep.reference_compiler: the count jobs count perf's cells with it)."""
-    return sweep.reference_compiler(compiler, build)
+    None (perf_cells.reference_compiler: the count jobs count perf's cells with it)."""
+    return perf_cells.reference_compiler(sweep, compiler, build)
 
 
 def compare(stats: DataFrame, metas: Sequence[dict[str, Any]], counts: DataFrame, sweep: Sweep) -> tuple[

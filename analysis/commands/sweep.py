@@ -190,7 +190,7 @@ def say_perf_plan(sweep: config.Sweep) -> None:
 
 def perf_cells_line(sweep: config.Sweep) -> str | None:
     """The runs the first counting backend adds for perf's SVE cells at perf's sizes
-    (Sweep.with_perf_cells), beyond the count jobs the sweep's line names; None when none."""
+    (analysis.core.perf_cells), beyond the count jobs the sweep's line names; None when none."""
     backend = registry.first_counting(sweep)
     if backend is None:
         return None

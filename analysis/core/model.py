@@ -9,20 +9,14 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
-import platform
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from analysis.core import arm64_vm
+from analysis.core import perf_cells
 from analysis.core.checks import Check
 from analysis.core.kernels import NOSVE, KernelRow, KernelTable, Selector, parse_build, run_params
 from analysis.core.run import Run
-from analysis.core.toolchain import COMPILERS, GUEST_NATIVE, compiler_for, host_has_sve
-
-# The QEMU CPU model the emulated AArch64 guest runs (-cpu max,...): perf's SVE cells are compared
-# with the counting backend's cells on it (analysis.backends.perf_guest_check).
-PERF_REFERENCE_CPU = arm64_vm.CPU.split(",")[0]
 
 
 @dataclass(frozen=True)
@@ -257,22 +251,6 @@ def cross_build(row: KernelRow, build: str) -> str | None:
     return build
 
 
-def native_build(row: KernelRow, build: str) -> str | None:
-    """The native builds perf runs a row with: the host baseline only for host_native rows,
-    host-only code only on its ISA, and no glibc memcpy variant (libc.so hides them)."""
-    if build == "host" and not row.host_native:
-        return None
-    if row.host_isa and (build != "host" or row.host_isa != platform.machine()):
-        return None
-    if row.memcpy != "libc":
-        return None
-    return build
-
-
-def _cell(run: Run) -> tuple[int, int, str, str]:
-    return (run.vl, run.size, run.op, run.dtype)
-
-
 @dataclass
 class Sweep:
     path: Path
@@ -345,59 +323,16 @@ class Sweep:
         """The count backends' jobs (parameter backends)."""
         return [j for b in self.backends for j in self.count_jobs(b)]
 
-    def count_jobs(self, backend: str, perf_cells: bool = False) -> list[Job]:
+    def count_jobs(self, backend: str, perf_reference: bool = False) -> list[Job]:
         """One instruction-counting backend's jobs (QEMU's clients, ArmIE's): every cross build
         at every CPU model, each size with its baseline (0) and, for the linearity check, its
-        double; none when the sweep does not use it. `perf_cells`: the backend is the one perf's
+        double; none when the sweep does not use it. `perf_reference`: the backend is the one perf's
         instruction counts are compared with (the sweep's first counting backend), so its jobs
-        also count perf's SVE cells at perf's sizes where the sweep plans them (with_perf_cells)."""
+        also count perf's SVE cells at perf's sizes where the sweep plans them (perf_cells.with_perf_cells)."""
         if backend not in self.backends:
             return []
         jobs = self.expand(backend, self.compilers, self.build_vls(), dict(self.cpu_models), self.run_sizes)
-        return self.with_perf_cells(jobs) if perf_cells and self.perf_sve_planned() else jobs
-
-    def native_jobs(self, backend: str, sve: bool, host: bool) -> list[Job]:
-        """perf's native runs: one Job per (build, kernel row). `sve`: the VLA build at every perf
-        VL (prctl); `host`: the host_native rows built for the host's ISA, VL 0."""
-        p = self.perf
-        if p is None:
-            return []
-        builds: list[tuple[str, tuple[int, ...] | None]] = (
-            ([("vla", p.vector_lengths)] if sve else []) + ([("host", (0,))] if host else []))
-        return self.expand(backend, ["native"], builds, {"native": None}, lambda family: p.sizes[family], native_build)
-
-    def perf_sve_planned(self) -> bool:
-        """Whether the sweep asks for perf's SVE runs on this machine: perf/sve guest, or not off on
-        an SVE host (analysis.backends.perf.detect). Whether perf and the guest are ready here is
-        not asked: the count jobs must be the same where collect checks their raw files."""
-        p = self.perf
-        return p is not None and p.sve != "off" and (p.sve == "guest" or host_has_sve())
-
-    def reference_compiler(self, compiler: str, build: str) -> str | None:
-        """The sweep's cross compiler that builds what `compiler` builds for `build` in the guest, or
-        None. The guest's native SVE build is the cross gcc's (GUEST_NATIVE) wherever the tables are
-        read: on an arm64 host compiler_for names that host's own gcc, which built none of them."""
-        cc = (GUEST_NATIVE if (compiler, build) == ("native", "vla") else compiler_for(compiler, build)).cc
-        return next((c for c in self.compilers if COMPILERS[c].cc == cc), None)
-
-    def with_perf_cells(self, jobs: list[Job]) -> list[Job]:
-        """`jobs` with perf's SVE cells added where they are missing, so that each has its count
-        to be compared with (perf_guest_check): a row perf measures gets, in its job of the
-        reference compiler's VLA build on PERF_REFERENCE_CPU, perf's runs (its sizes, the
-        selection's op/dtype pairs) at the perf VLs that job runs. Each cell's baseline (size 0)
-        is in the job already; no other job, VL or size changes."""
-        compiler = self.reference_compiler("native", "vla")
-        perf_runs = {(j.binary.kernel, j.binary.variant): j.runs for j in self.native_jobs("perf", sve=True, host=False)}
-        out = []
-        for job in jobs:
-            b = job.binary
-            runs = perf_runs.get((b.kernel, b.variant), ())
-            if runs and (b.compiler, b.build, job.cpu_model) == (compiler, "vla", PERF_REFERENCE_CPU):
-                have = {_cell(r) for r in job.runs}
-                vls = {r.vl for r in job.runs}
-                job = replace(job, runs=job.runs + tuple(r for r in runs if r.vl in vls and _cell(r) not in have))
-            out.append(job)
-        return out
+        return perf_cells.with_perf_cells(self, jobs) if perf_reference and perf_cells.sve_planned(self) else jobs
 
     def time_limit(self, kernel: str, variant: str, size: int, factor: float = 1.0) -> float:
         """Seconds one run may take before it is killed: the kernel selection's own limit, else
@@ -411,7 +346,7 @@ class Sweep:
 
     def measured_sizes(self) -> dict[tuple[str, str], tuple[int, ...]]:
         """The sweep's sizes (parameter sizes) of each (kernel, variant) it selects: the sizes its
-        figures, checks and linearity check read (a count job may hold more: with_perf_cells)."""
+        figures, checks and linearity check read (a count job may hold more: perf_cells)."""
         return {(sel.kernel, v): self.sizes.get(sel.family, ()) for sel in self.selections for v in sel.variants}
 
     def run_sizes(self, family: str) -> list[int]:

@@ -6,7 +6,7 @@ A counter that a run did not report (an opcode that never executed) counts as 0.
 Linearity: with sizes 0, n and 2n, `roi_net.linearity_ppm` is
 |(R(2n) - R(n)) - (R(n) - R(0))| / (R(n) - R(0)) in parts per million of the ROI total, and
 `roi_net.nonlinear` is 1 above 1 % (10000 ppm), for the sweep's own sizes n: a cell counted at
-more sizes (perf's, Sweep.with_perf_cells) may hold an n and 2n the sweep never asked to compare.
+more sizes (perf's: analysis.core.perf_cells) may hold an n and 2n the sweep never asked to compare.
 """
 from __future__ import annotations
 
