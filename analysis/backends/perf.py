@@ -184,7 +184,7 @@ def plan(sweep: Sweep) -> PerfPlan | None:
 
 def perf_jobs(sweep: Sweep, sve: bool, host: bool) -> list[Job]:
     """Native runs: one Job per (build, kernel row) (perf_cells.native_jobs)."""
-    return native_jobs(sweep, sve, host)
+    return native_jobs(sweep, NAME, sve, host)
 
 
 # --- the backend protocol (analysis.backends.Backend) ---------------------------------------

@@ -1,5 +1,5 @@
-"""perf's native jobs, and its SVE cells counted by the sweep's counting backend at perf's sizes
-(issue 52 item 2(c)).
+"""The perf backend's native jobs, and its SVE cells counted by the sweep's counting backend at
+perf's sizes (issue 52 item 2(c)).
 
 perf's instruction counts of its SVE cells (in the emulated guest, analysis.backends.perf_guest)
 are compared with the counting backend's roi.total of the same cell (perf_guest_check). The perf
@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # model imports this module
 # The QEMU CPU model the emulated AArch64 guest runs (-cpu max,...): perf's SVE cells are compared
 # with the counting backend's cells on it (analysis.backends.perf_guest_check).
 REFERENCE_CPU = arm64_vm.CPU.split(",")[0]
-PERF = "perf"  # the backend whose jobs these are (analysis.backends.perf.NAME)
 
 
 def native_build(row: KernelRow, build: str) -> str | None:
@@ -40,15 +39,16 @@ def native_build(row: KernelRow, build: str) -> str | None:
     return build
 
 
-def native_jobs(sweep: Sweep, sve: bool, host: bool) -> list[Job]:
-    """perf's native runs: one Job per (build, kernel row). `sve`: the VLA build at every perf
-    VL (prctl); `host`: the host_native rows built for the host's ISA, VL 0."""
+def native_jobs(sweep: Sweep, backend: str, sve: bool, host: bool) -> list[Job]:
+    """The perf backend's native runs (`backend`: its name): one Job per (build, kernel row).
+    `sve`: the VLA build at every perf VL (prctl); `host`: the host_native rows built for the
+    host's ISA, VL 0."""
     p = sweep.perf
     if p is None:
         return []
     builds: list[tuple[str, tuple[int, ...] | None]] = (
         ([("vla", p.vector_lengths)] if sve else []) + ([("host", (0,))] if host else []))
-    return sweep.expand(PERF, ["native"], builds, {"native": None}, lambda family: p.sizes[family], native_build)
+    return sweep.expand(backend, ["native"], builds, {"native": None}, lambda family: p.sizes[family], native_build)
 
 
 def sve_planned(sweep: Sweep) -> bool:
@@ -76,8 +76,12 @@ def with_perf_cells(sweep: Sweep, jobs: list[Job]) -> list[Job]:
     perf measures gets, in its job of the reference compiler's VLA build on REFERENCE_CPU, perf's
     runs (its sizes, the selection's op/dtype pairs) at the perf VLs that job runs. Each cell's
     baseline (size 0) is in the job already; no other job, VL or size changes."""
+    if not jobs:
+        return jobs
     compiler = reference_compiler(sweep, "native", "vla")
-    perf_runs = {(j.binary.kernel, j.binary.variant): j.runs for j in native_jobs(sweep, sve=True, host=False)}
+    # perf's jobs for their runs only: whose name they carry is not read.
+    perf_runs = {(j.binary.kernel, j.binary.variant): j.runs
+                 for j in native_jobs(sweep, jobs[0].binary.backend, sve=True, host=False)}
     out = []
     for job in jobs:
         b = job.binary
