@@ -57,6 +57,8 @@ def linearity_rows(raw: pd.DataFrame, sizes: Sizes = None) -> pd.DataFrame:
         if sizes is not None:
             rows = zip(cells.index.get_level_values("kernel"), cells.index.get_level_values("variant"))
             cells = cells[[n in sizes.get(row, ()) for row in rows]]
+            if cells.empty:  # n is only perf's
+                continue
         first = cells[n] - cells[0]
         second = cells[2 * n] - cells[n]
         # A Python int's true division, element by element: the same float, rounded half to even.
