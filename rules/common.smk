@@ -55,15 +55,16 @@ SWEEP_ARGS = shlex.join(["--sweep", SWEEP_PATH, *(a for k, v in OVERRIDES.items(
 JOBS = [j for j in PLANNED if R.REGISTRY[j.binary.backend].TABLE == "counts.csv"]
 RUNNING = {j.binary.backend for j in PLANNED}
 
-# Tool versions as files: a rule that lists one re-runs when that tool is upgraded. Every
-# installed cross compiler gets one, so targets outside the sweep (tests, `count`) build too.
+# Tool versions as files: a rule that lists one re-runs when that tool is upgraded (a compiler's
+# also names the libc it links: T.stamp_text). Every installed cross compiler gets one, so
+# targets outside the sweep (tests, `count`) build too.
 VERSIONS.update(T.installed_compiler_versions())
 # Written by the main process only: a Slurm job reads the workflow again on its compute node,
 # whose host line (and maybe tools) differ, and rewriting the stamps and plans there would make
 # every job of the sweep out of date for the next run.
 if workflow.is_main_process:
     for _name, _text in VERSIONS.items():
-        T.write_stamp(SWEEP.build_dir / "stamps" / f"{_name}.txt", _text + "\n")
+        T.write_stamp(SWEEP.build_dir / "stamps" / f"{_name}.txt", T.stamp_text(_name, _text))
     # One plan file per job: the job runs it without reading the sweep again.
     N.write_plans(SWEEP, READY, PLANNED, VERSIONS)
 

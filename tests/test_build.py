@@ -197,4 +197,32 @@ def test_an_upgraded_cross_gcc_rebuilds_the_native_sve_objects(tmp_path: Path) -
     assert dry.returncode == 0, dry.stderr[-3000:]
     out = dry.stdout + dry.stderr
     assert f"output: {objs[0]}\n" in out and out.count("\nrule ") == 1, out[-3000:]
-    assert (root / "build" / "stamps" / "compiler.native.vla.txt").read_text() == "aarch64-linux-gnu-gcc (upgraded) 12.9.9\n"
+    stamp = (root / "build" / "stamps" / "compiler.native.vla.txt").read_text().splitlines()
+    assert stamp[0] == "aarch64-linux-gnu-gcc (upgraded) 12.9.9" and stamp[1].startswith("2.36"), stamp
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine() == "aarch64", reason="models the cross libc of an x86-64 host")
+def test_an_upgraded_libc_alone_relinks_what_links_it(tmp_path: Path) -> None:
+    """The libc's memcpy is linked into every copying row's ROI, and the compiler stamps listed
+    the compiler's version only: a libc upgrade alone (dpkg-query reporting another version of
+    libc6-dev-arm64-cross) left every object and binary as it was. The cross gcc's objects must be
+    out of date after it, and the stamp rewritten with the new version."""
+    root = own_tree(tmp_path / "own")
+    obj = root / "build" / "gcc" / "vla" / "obj" / "scale-acle.o"
+    proc = make(root, [obj])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Nothing to be done" in (lambda d: d.stdout + d.stderr)(make(root, [obj], dry=True))
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "dpkg-query").write_text('#!/bin/sh\nprintf 2.36-99upgraded\n')
+    (fake / "dpkg-query").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    dry = subprocess.run([*SNAKEMAKE, str(obj), "-n", "--snakefile", str(REPO / "Snakefile"), "--directory",
+                          str(REPO), "--cores", "1", "--config", f"sweep={root / 'sweep.yaml'}",
+                          f"build_dir={root / 'build'}", f"results_dir={root / 'results'}"],
+                         capture_output=True, text=True, env=env)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert f"output: {obj}\n" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-3000:]
+    stamp = (root / "build" / "stamps" / "compiler.gcc.txt").read_text().splitlines()
+    assert stamp[1].startswith("2.36-99upgraded libc.a:"), stamp

@@ -31,6 +31,7 @@ from analysis.backends import (GUEST_META, Bench, Plan, Ready, RunError, cell_na
                                parse_ok_line, run_limited, staged)
 from analysis.backends import armie_guest
 from analysis.backends.armie_format import parse_inscount, parse_opcodes, split_runs  # ArmIE's outputs (and the stand-in's)
+from analysis.backends import registry
 from analysis.backends.clients import check_client_record, client_metrics
 from analysis.core import arm64_vm
 from analysis.core.config import REPO, VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep, load
@@ -70,7 +71,8 @@ def preflight(sweep: Sweep) -> Ready | None:
 
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
-    return sweep.count_jobs(NAME)
+    # The first counting backend also counts perf's SVE cells at perf's sizes (analysis.core.perf_cells).
+    return sweep.count_jobs(NAME, perf_reference=registry.first_counting(sweep) == NAME)
 
 
 def time_factor(sweep: Sweep) -> float:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from analysis.backends import RunError, parse_ok_line
 from analysis.backends.armie_format import parse_inscount, split_runs
 from analysis.backends.qemu import batch_argv
-from analysis.backends.registry import REGISTRY
+from analysis.backends.registry import REGISTRY, first_counting
 from analysis.core import arm64_vm
 from analysis.core.config import REPO, ConfigError
 from analysis.core.kernels import parse_build
@@ -267,12 +267,12 @@ def compare(sweep: Sweep, counts: DataFrame, backend: str, binaries: Callable[[l
 def reference_backend(sweep: Sweep, backend: str) -> str:
     """The sweep's other counting backend (the QEMU plugins), whose counts DynamoRIO's are
     compared with; ConfigError naming the fix when the sweep lists none."""
-    others = [b for b in sweep.backends if b != backend and REGISTRY[b].STAGE == "count"]
-    if not others:
+    reference = first_counting(sweep, backend)
+    if reference is None:
         raise ConfigError(f"{_shown(sweep.path)}: DynamoRIO's counts in the guest are compared with another counting "
                           f"backend's, and it lists none (backends: [{', '.join(sweep.backends)}]): add qemu to its "
                           f"backends, then {sweep_command(sweep)}")
-    return others[0]
+    return reference
 
 
 def sweep_command(sweep: Sweep) -> str:

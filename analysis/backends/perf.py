@@ -29,7 +29,9 @@ from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.
     stats_rows, traffic_bytes)
 from analysis.backends.perf_guest_check import stats_report  # perf_summary.md: its counts in the guest vs QEMU's
 from analysis.core import config
-from analysis.core.config import Job, KernelRow, Run, Sweep
+from analysis.core.config import Job, Run, Sweep
+from analysis.core.perf_cells import native_build, native_jobs  # noqa: F401 (perf.native_build, as before)
+from analysis.core.toolchain import host_has_sve
 
 NAME = "perf"
 STAGE = "measure"
@@ -70,18 +72,6 @@ class PerfStatus:
     host: bool
     messages: list[str] = field(default_factory=list)
     guest: bool = False  # the SVE runs go to the emulated AArch64 guest (perf_guest)
-
-
-def host_has_sve(cpuinfo: str | None = None) -> bool:
-    """AArch64 with the `sve` hardware capability (listed in /proc/cpuinfo's Features)."""
-    if cpuinfo is None:
-        if platform.machine() != "aarch64":
-            return False
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return False
-    return any(line.startswith("Features") and "sve" in line.split(":", 1)[1].split() for line in cpuinfo.splitlines())
 
 
 def host_cpu() -> str:
@@ -193,26 +183,8 @@ def plan(sweep: Sweep) -> PerfPlan | None:
 
 
 def perf_jobs(sweep: Sweep, sve: bool, host: bool) -> list[Job]:
-    """Native runs: one Job per (build, kernel row). `sve`: the VLA build at every perf VL
-    (prctl); `host`: the host_native rows built for the host's ISA, VL 0."""
-    p = sweep.perf
-    if p is None:
-        return []
-    builds: list[tuple[str, tuple[int, ...] | None]] = (
-        ([("vla", p.vector_lengths)] if sve else []) + ([("host", (0,))] if host else []))
-    return sweep.expand(NAME, ["native"], builds, {"native": None}, lambda family: p.sizes[family], native_build)
-
-
-def native_build(row: KernelRow, build: str) -> str | None:
-    """The native builds a row takes: the host baseline only for host_native rows, host-only
-    code only on its ISA, and no glibc memcpy variant (libc.so hides them)."""
-    if build == "host" and not row.host_native:
-        return None
-    if row.host_isa and (build != "host" or row.host_isa != platform.machine()):
-        return None
-    if row.memcpy != "libc":
-        return None
-    return build
+    """Native runs: one Job per (build, kernel row) (perf_cells.native_jobs)."""
+    return native_jobs(sweep, NAME, sve, host)
 
 
 # --- the backend protocol (analysis.backends.Backend) ---------------------------------------

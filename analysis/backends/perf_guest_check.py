@@ -18,9 +18,8 @@ from analysis.backends import GUEST_META, armie_guest
 from analysis.backends.perf_guest import EVENT, FIRST_ACK
 from analysis.backends.perf_table import OK
 from analysis.backends.registry import REGISTRY
-from analysis.core import arm64_vm
 from analysis.core.config import ConfigError
-from analysis.core.toolchain import COMPILERS, GUEST_NATIVE, compiler_for
+from analysis.core import perf_cells
 
 if TYPE_CHECKING:
     from pandas import DataFrame
@@ -30,16 +29,14 @@ if TYPE_CHECKING:
 # The instructions of an enabled window besides the ROI, as measured (the least and the most).
 WINDOW = (326, 328)
 # The QEMU CPU model the guest runs (-cpu max,...): the reference rows' cpu_model.
-CPU_MODEL = arm64_vm.CPU.split(",")[0]
+CPU_MODEL = perf_cells.REFERENCE_CPU
 TITLE = "## perf in the guest against the QEMU plugins"
 
 
 def reference_compiler(sweep: Sweep, compiler: str, build: str) -> str | None:
     """The sweep's cross compiler that builds what `compiler` builds for `build` in the guest, or
-    None. The guest's native SVE build is the cross gcc's (GUEST_NATIVE) wherever the tables are
-    read: on an arm64 host compiler_for names that host's own gcc, which built none of them."""
-    cc = (GUEST_NATIVE if (compiler, build) == ("native", "vla") else compiler_for(compiler, build)).cc
-    return next((c for c in sweep.compilers if COMPILERS[c].cc == cc), None)
+    None (perf_cells.reference_compiler: the count jobs count perf's cells with it)."""
+    return perf_cells.reference_compiler(sweep, compiler, build)
 
 
 def compare(stats: DataFrame, metas: Sequence[dict[str, Any]], counts: DataFrame, sweep: Sweep) -> tuple[

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO
 from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, Plan, Ready, RunError, cell_name,
                                fixed_evidence, log_record, no_bench, no_report, parse_ok_line,
                                run_cells, staged)
+from analysis.backends import registry
 from analysis.backends.clients import check_client_record, client_metrics
 from analysis.core.run import Run
 from analysis.core.toolchain import ToolchainError, first_line
@@ -78,7 +79,8 @@ def preflight(sweep: Sweep) -> Ready | None:
 
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
-    return sweep.count_jobs(NAME)
+    # The first counting backend also counts perf's SVE cells at perf's sizes (analysis.core.perf_cells).
+    return sweep.count_jobs(NAME, perf_reference=registry.first_counting(sweep) == NAME)
 
 
 def time_factor(sweep: Sweep) -> float:

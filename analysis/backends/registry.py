@@ -66,6 +66,12 @@ class Registry(Mapping[str, Backend]):
 REGISTRY: Mapping[str, Backend] = Registry()
 
 
+def first_counting(sweep: Sweep, but: str | None = None) -> str | None:
+    """The sweep's first counting backend (stage count) other than `but`: the one whose counts a
+    guest's are compared with (armie_guest, perf_guest_check); None when it lists none."""
+    return next((b for b in sweep.backends if b != but and REGISTRY[b].STAGE == "count"), None)
+
+
 def readiness(sweep: Sweep) -> dict[str, Ready]:
     """Each backend the sweep uses, checked on this machine (its tools and their versions);
     raises ToolchainError naming the fix when a tool it needs is missing."""

@@ -184,3 +184,17 @@ def say_perf_plan(sweep: config.Sweep) -> None:
         return
     if p.jobs:
         print(p.line(), flush=True)
+    if line := perf_cells_line(sweep):
+        print(line, flush=True)
+
+
+def perf_cells_line(sweep: config.Sweep) -> str | None:
+    """The runs the first counting backend adds for perf's SVE cells at perf's sizes
+    (analysis.core.perf_cells), beyond the count jobs the sweep's line names; None when none."""
+    backend = registry.first_counting(sweep)
+    if backend is None:
+        return None
+    added = (sum(len(j.runs) for j in registry.REGISTRY[backend].jobs(sweep, None))
+             - sum(len(j.runs) for j in sweep.count_jobs(backend)))
+    return (f"{backend}: {added} more runs count perf's SVE cells at perf's sizes (what perf's instruction counts "
+            "are compared with)") if added else None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from analysis.core import perf_cells
 from analysis.core.checks import Check
 from analysis.core.kernels import NOSVE, KernelRow, KernelTable, Selector, parse_build, run_params
 from analysis.core.run import Run
@@ -322,13 +323,16 @@ class Sweep:
         """The count backends' jobs (parameter backends)."""
         return [j for b in self.backends for j in self.count_jobs(b)]
 
-    def count_jobs(self, backend: str) -> list[Job]:
+    def count_jobs(self, backend: str, perf_reference: bool = False) -> list[Job]:
         """One instruction-counting backend's jobs (QEMU's clients, ArmIE's): every cross build
         at every CPU model, each size with its baseline (0) and, for the linearity check, its
-        double; none when the sweep does not use it."""
+        double; none when the sweep does not use it. `perf_reference`: the backend is the one perf's
+        instruction counts are compared with (the sweep's first counting backend), so its jobs
+        also count perf's SVE cells at perf's sizes where the sweep plans them (perf_cells.with_perf_cells)."""
         if backend not in self.backends:
             return []
-        return self.expand(backend, self.compilers, self.build_vls(), dict(self.cpu_models), self.run_sizes)
+        jobs = self.expand(backend, self.compilers, self.build_vls(), dict(self.cpu_models), self.run_sizes)
+        return perf_cells.with_perf_cells(self, jobs) if perf_reference and perf_cells.sve_planned(self) else jobs
 
     def time_limit(self, kernel: str, variant: str, size: int, factor: float = 1.0) -> float:
         """Seconds one run may take before it is killed: the kernel selection's own limit, else
@@ -339,6 +343,11 @@ class Sweep:
                 return float(sel.time_limit)
         t = self.time_limits
         return float((t.base_seconds + t.seconds_per_mib * size / (1 << 20)) * factor)
+
+    def measured_sizes(self) -> dict[tuple[str, str], tuple[int, ...]]:
+        """The sweep's sizes (parameter sizes) of each (kernel, variant) it selects: the sizes its
+        figures, checks and linearity check read (a count job may hold more: perf_cells)."""
+        return {(sel.kernel, v): self.sizes.get(sel.family, ()) for sel in self.selections for v in sel.variants}
 
     def run_sizes(self, family: str) -> list[int]:
         sizes = {0}

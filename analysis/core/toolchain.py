@@ -43,6 +43,18 @@ def host_arch() -> str:
     return os.environ.get("HARNESS_HOST_ARCH") or {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
 
 
+def host_has_sve(cpuinfo: str | None = None) -> bool:
+    """AArch64 with the `sve` hardware capability (listed in /proc/cpuinfo's Features)."""
+    if cpuinfo is None:
+        if platform.machine() != "aarch64":
+            return False
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    return any(line.startswith("Features") and "sve" in line.split(":", 1)[1].split() for line in cpuinfo.splitlines())
+
+
 def compilers(arch: str) -> dict[str, Compiler]:
     """The compilers on a host of `arch`: on arm64 clang-14 is the host's own compiler and
     links the host's libc, as gcc does; elsewhere both cross-compile."""
@@ -168,7 +180,13 @@ def libc_version(compiler: str) -> str:
     """The static libc `compiler` links: its Debian package's version (libc_package) and its
     archive's hash. Its memcpy is inside the ROI of every row that copies, so two hosts whose
     counts differ there differ here (the cross 2.36-8cross1 against an arm64 node's 2.36-9)."""
-    return _libc_version(COMPILERS[compiler].cc, libc_package(host_arch()))
+    return libc_of(COMPILERS[compiler])
+
+
+def libc_of(c: Compiler) -> str:
+    """The libc `c` links, as libc_version names it: the host's own (libc6-dev) for the host's gcc
+    (the perf backend's native builds), else libc_package's."""
+    return _libc_version(c.cc, "libc6-dev" if c.cc == COMPILERS["native"].cc else libc_package(host_arch()))
 
 
 @functools.cache
@@ -197,6 +215,25 @@ def build_versions(compiler: str) -> dict[str, str]:
     others = {stamp_name(compiler, b): compiler_for(compiler, b) for b in builds}
     others.pop(f"compiler.{compiler}", None)
     return {k: c.version() for k, c in others.items() if shutil.which(c.cc[0])}
+
+
+def stamp_compiler(name: str) -> Compiler | None:
+    """The compiler a stamp (stamp_name: compiler.X or compiler.X.BUILD) stands for; None for
+    another tool's."""
+    kind, _, rest = name.partition(".")
+    compiler, _, build = rest.partition(".")
+    if kind != "compiler" or compiler not in COMPILERS:
+        return None
+    return compiler_for(compiler, build) if build else COMPILERS[compiler]
+
+
+def stamp_text(name: str, version: str) -> str:
+    """A stamp file's text: the tool's version line, and under a compiler's the libc it links
+    (libc_of). The libc's memcpy is linked into the ROI of every row that copies (the cross
+    2.36-8cross1 against a native 2.36-9+deb12u14 changed 139 ROI cells): an upgrade of the libc
+    alone must relink them, as an upgrade of the compiler does."""
+    c = stamp_compiler(name)
+    return f"{version}\n{libc_of(c)}\n" if c else f"{version}\n"
 
 
 def write_stamp(path: Path, text: str) -> None:

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         docs = rawcheck.load_checked(ns.raw, all_jobs(sweep))
         mnemonics = parse.decode_mnemonics(docs)
         raw = pd.DataFrame([row for d in docs for row in parse.job_rows(d, mnemonics)])
-        counts = subtract.subtract(raw)
+        counts = subtract.subtract(raw, sweep.measured_sizes())
         prov = pd.DataFrame([row for d in docs for row in provenance_rows(d)])
         table.write_provenance(prov, ns.provenance)
         table.write_counts(counts, ns.counts)

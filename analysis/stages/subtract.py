@@ -5,9 +5,12 @@ is the paper's Eq. 1 taken literally (whole program, so it includes copying the 
 A counter that a run did not report (an opcode that never executed) counts as 0.
 Linearity: with sizes 0, n and 2n, `roi_net.linearity_ppm` is
 |(R(2n) - R(n)) - (R(n) - R(0))| / (R(n) - R(0)) in parts per million of the ROI total, and
-`roi_net.nonlinear` is 1 above 1 % (10000 ppm).
+`roi_net.nonlinear` is 1 above 1 % (10000 ppm), for the sweep's own sizes n: a cell counted at
+more sizes (perf's: analysis.core.perf_cells) may hold an n and 2n the sweep never asked to compare.
 """
 from __future__ import annotations
+
+from collections.abc import Collection, Mapping
 
 import pandas as pd
 
@@ -41,11 +44,21 @@ def net_rows(raw: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def linearity_rows(raw: pd.DataFrame) -> pd.DataFrame:
+# The sizes whose linearity is checked, per (kernel, variant) (Sweep.measured_sizes); None: every
+# size n that ran with 0 and 2n.
+Sizes = Mapping[tuple[str, str], Collection[int]] | None
+
+
+def linearity_rows(raw: pd.DataFrame, sizes: Sizes = None) -> pd.DataFrame:
     roi = raw[raw["metric"] == "roi.total"].pivot_table(index=CELL, columns="size", values="value", aggfunc="first")
     frames = []
     for n in [s for s in roi.columns if s > 0 and 2 * s in roi.columns and 0 in roi.columns]:
         cells = roi[[0, n, 2 * n]].dropna().astype("int64")
+        if sizes is not None:
+            rows = zip(cells.index.get_level_values("kernel"), cells.index.get_level_values("variant"))
+            cells = cells[[n in sizes.get(row, ()) for row in rows]]
+            if cells.empty:  # n is only perf's
+                continue
         first = cells[n] - cells[0]
         second = cells[2 * n] - cells[n]
         # A Python int's true division, element by element: the same float, rounded half to even.
@@ -55,7 +68,7 @@ def linearity_rows(raw: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def subtract(raw: pd.DataFrame) -> pd.DataFrame:
-    """Raw rows plus their net and linearity rows, one tidy table."""
-    parts = [raw, net_rows(raw), linearity_rows(raw)]
+def subtract(raw: pd.DataFrame, sizes: Sizes = None) -> pd.DataFrame:
+    """Raw rows plus their net and linearity rows (at `sizes`), one tidy table."""
+    parts = [raw, net_rows(raw), linearity_rows(raw, sizes)]
     return pd.concat([p for p in parts if len(p)], ignore_index=True)
