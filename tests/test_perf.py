@@ -418,3 +418,19 @@ def test_native_runs_on_an_emulated_node_are_labelled_and_count_instructions_onl
     assert [(r["metric"], r["status"]) for r in rows] == [
         ("task-clock", P.UNSUPPORTED), ("cycles", P.UNSUPPORTED), ("instructions", P.OK),
         ("SVE_INST_RETIRED", P.UNKNOWN), (P.TIME, P.OK), (P.BANDWIDTH, P.OK)]
+
+
+@pytest.mark.needs_perf
+def test_an_emulated_node_s_sve_runs_are_compared_with_the_sweep_s_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The preflight says the SVE runs are on an emulated node, and the workflow then hands the
+    perf table the sweep's counts.csv (rules/measure.smk), as for runs in the guest."""
+    monkeypatch.setattr(P, "host_has_sve", lambda cpuinfo=None: True)
+    monkeypatch.setattr(P, "emulated_machine", lambda compatible=None: P.EMULATED_MACHINE)
+    ready = P.preflight(config.load(PERF_HOST))
+    assert ready is not None
+    if not ready.found["perf"]:
+        pytest.skip("; ".join(ready.notes))
+    assert ready.found["sve"] and ready.found["node"] and not ready.found["guest"]
+    assert any("this AArch64 node is emulated" in n for n in ready.notes)
+    rule = (REPO / "rules" / "measure.smk").read_text()
+    assert 'r.found.get("guest") or r.found.get("node")' in rule

@@ -76,6 +76,7 @@ class PerfStatus:
     host: bool
     messages: list[str] = field(default_factory=list)
     guest: bool = False  # the SVE runs go to the emulated AArch64 guest (perf_guest)
+    node: bool = False  # the SVE runs are native on an emulated AArch64 node (emulated_machine)
 
 
 def host_has_sve(cpuinfo: str | None = None) -> bool:
@@ -153,6 +154,7 @@ def detect(sweep: Sweep) -> PerfStatus | None:
     elif host_has_sve():
         status.sve = True
         if (machine := emulated_machine()) is not None:
+            status.node = True
             status.messages.append(f"perf: this AArch64 node is emulated ({machine}): SVE runs count "
                                    f"{perf_guest.EVENT} only ({perf_guest.LABEL}; exact only under -icount)")
     elif p.sve == "guest" and perf_guest.missing() is None:
@@ -249,7 +251,8 @@ def preflight(sweep: Sweep) -> Ready | None:
         return None
     versions = {"perf": status.version} if status.version and (status.sve or status.host) else {}
     return Ready(versions, notes=list(status.messages),
-                 found={"perf": status.perf, "sve": status.sve, "host": status.host, "guest": status.guest})
+                 found={"perf": status.perf, "sve": status.sve, "host": status.host, "guest": status.guest,
+                        "node": status.node})
 
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:

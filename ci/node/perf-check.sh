@@ -50,7 +50,7 @@ rc=$?
     || check FAIL "sweep $REFUSED: rc 0, but the CPU does not offer its VLs"
 for pair in "$@"; do
     asked=${pair%:*} granted=${pair#*:}
-    line="ran at VL $granted bits, not the $asked asked for"
+    line="asked $asked bits, running at $granted bits"  # the driver's own check (kernels/harness/harness.c)
     grep -rqF "$line" "$log" "$(results "$REFUSED")/logs" 2>/dev/null && check ok "VL $asked: '$line'" \
         || check FAIL "VL $asked: no '$line' in $log"
 done
