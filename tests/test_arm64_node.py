@@ -91,6 +91,7 @@ def test_a64fx_gets_gicv3_and_icount_is_exact_counting(tmp_path: Path) -> None:
     cmd = arm64_node.qemu_command(NODE, tmp_path, cpu="a64fx", smp=1, icount=True)
     assert cmd[1:7] == ["-M", "virt,gic-version=3", "-cpu", "a64fx", "-smp", "1"]
     assert cmd[-2:] == ["-icount", "shift=0"]
+    assert arm64_node.qemu_command(NODE, tmp_path, cpu="vl256")[3:7] == ["-cpu", "max,pauth-impdef=on,sve256=on", "-smp", "2"]
     with pytest.raises(arm64_node.NodeError, match="unknown CPU 'neoverse'"):
         arm64_node.qemu_command(NODE, tmp_path, cpu="neoverse")
 
@@ -211,6 +212,24 @@ def test_a_command_runs_in_the_node_as_its_user_and_returns_its_status(tmp_path:
                             tmp_path, 600)
     assert result.rc == 3
     assert result.log.read_text().splitlines() == ["harness", "aarch64", "(3, 11)"]
+
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_node
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("cpu, vls", [("a64fx", "16 32 64"), ("vl256", "16 32"), ("max", "16 32 48 64 128 256")])
+def test_each_cpu_offers_its_vector_lengths_to_the_node_s_kernel(cpu: str, vls: str, tmp_path: Path) -> None:
+    """The VLs (bytes) the node's Linux grants when asked for 128, 256, 384, 512, 1024 and 2048
+    bits (prctl grants the largest offered length not above the one asked): the CPUs of
+    ci/aarch64-node's perf steps (A64FX: 128/256/512; Graviton3-like: up to 256; max: all)."""
+    # PR_SVE_SET_VL is 50; the low 16 bits of its result are the VL granted, in bytes.
+    (tmp_path / "probe.py").write_text(
+        "import ctypes\nc = ctypes.CDLL(None)\n"
+        "print(*sorted({c.prctl(50, b // 8, 0, 0, 0) & 0xffff for b in (128, 256, 384, 512, 1024, 2048)}))\n")
+    tmp_path.chmod(0o755)  # the node's user reads it
+    result = arm64_node.run(arm64_node.find_node(), f"python3 {arm64_node.GUEST_SHARE}/probe.py", tmp_path, 900, cpu=cpu)
+    assert result.rc == 0, result.log.read_text()
+    assert result.log.read_text().split() == vls.split()
 
 
 # --- host-only rows of another ISA -------------------------------------------------------------

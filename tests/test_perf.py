@@ -371,3 +371,66 @@ def test_a64fx_config_is_the_default_perf_part_only(tmp_path: Path) -> None:
     chained.write_text(f"extends: {REPO / 'configs' / 'a64fx.yaml'}\n")
     with pytest.raises(config.ConfigError, match="extends .*a64fx.yaml, which extends another file"):
         config.load(chained)
+
+
+# --- the harness itself on an emulated AArch64 node (issue 52) -----------------------------
+
+@pytest.mark.parametrize("compatible, machine", [
+    (b"linux,dummy-virt\0", P.EMULATED_MACHINE),  # QEMU's virt board (read in the arm64 node)
+    (b"arm,juno-r2\0arm,juno\0arm,vexpress\0", None),
+    (b"", None),
+])
+def test_an_emulated_node_is_told_by_its_device_tree(compatible: bytes, machine: str | None) -> None:
+    assert P.emulated_machine(compatible) == machine
+
+
+def test_native_runs_on_an_emulated_node_are_labelled_and_count_instructions_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On QEMU's virt machine an A64FX CPU model reads as an A64FX (implementer 0x46 part 0x001):
+    its runs must not be "perf on A64FX" timing, and only instructions is a measurement there."""
+    monkeypatch.setattr(P, "emulated_machine", lambda: P.EMULATED_MACHINE)
+    monkeypatch.setattr(P, "host_cpu", lambda: P.A64FX_CPU)
+    events = ["task-clock", "cycles", "instructions", "SVE_INST_RETIRED"]
+    monkeypatch.setattr(P, "probe_events", lambda perf, evs: {e: P.UNKNOWN if e.isupper() else P.OK for e in evs})
+    monkeypatch.setattr(P, "run_process", lambda binary, run, s: {
+        "vl_seen": run.vl, "checksum": "0", "command": [], "seconds": 0.1, "times_ns": [5, 5],
+        "counters": [{"event": e, "value": 7.0, "unit": "", "status": P.OK, "running_pct": 100.0} for e in s.events]})
+    run = config.Run(256, 4096, "-", "uint8", ())
+    versions = {"perf": "perf version 6.1.192", "compiler.native": "aarch64-linux-gnu-gcc (Debian 12.2.0-14) 12.2.0"}
+    plan = P.Plan("perf", str(tmp_path / "copy-acle_4v"), "native", (run,), (60.0,), {},
+                  {"kernel": "copy", "variant": "acle_4v", "build": "vla", "versions": versions},
+                  {"perf": "perf", "events": events, "calls": 2, "warmup": 1, "flush_bytes": 0, "core": 0,
+                   "processes": 1, "traffic": {"read": 1, "write": 1}, "guest": False})
+    extra, records = P.run_job(plan, open(os.devnull, "w"))
+    assert extra["events"] == {"task-clock": P.UNSUPPORTED, "cycles": P.UNSUPPORTED, "instructions": P.OK,
+                               "SVE_INST_RETIRED": P.UNKNOWN}
+    assert extra["cpu"] == ("emulated AArch64 node (aarch64 implementer 0x46 part 0x001; QEMU virt machine (device "
+                            "tree: linux,dummy-virt)): emulated AArch64: instruction counts only, no A64FX timing")
+    assert extra["caveat"] == P.perf_guest.LABEL
+    assert extra["guest"]["node"] is True and extra["guest"]["counter"] == versions["perf"]
+    assert extra["guest"]["compiler"] == versions["compiler.native"]
+    assert P.evidence({**plan.meta, **extra}) == "perf on an emulated AArch64 node"
+    counters = records[0]["processes"][0]["counters"]
+    assert [(c["event"], c["status"]) for c in counters] == [("instructions", P.OK), ("task-clock", P.UNSUPPORTED),
+                                                             ("cycles", P.UNSUPPORTED)]
+    rows = P.stats_rows({**plan.meta, **extra, "layout": "-", "cpu_model": "native", "compiler": "native"},
+                        records[0])
+    assert [(r["metric"], r["status"]) for r in rows] == [
+        ("task-clock", P.UNSUPPORTED), ("cycles", P.UNSUPPORTED), ("instructions", P.OK),
+        ("SVE_INST_RETIRED", P.UNKNOWN), (P.TIME, P.OK), (P.BANDWIDTH, P.OK)]
+
+
+@pytest.mark.needs_perf
+def test_an_emulated_node_s_sve_runs_are_compared_with_the_sweep_s_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The preflight says the SVE runs are on an emulated node, and the workflow then hands the
+    perf table the sweep's counts.csv (rules/measure.smk), as for runs in the guest."""
+    monkeypatch.setattr(P, "host_has_sve", lambda cpuinfo=None: True)
+    monkeypatch.setattr(P, "emulated_machine", lambda compatible=None: P.EMULATED_MACHINE)
+    ready = P.preflight(config.load(PERF_HOST))
+    assert ready is not None
+    if not ready.found["perf"]:
+        pytest.skip("; ".join(ready.notes))
+    assert ready.found["sve"] and ready.found["node"] and not ready.found["guest"]
+    assert any("this AArch64 node is emulated" in n for n in ready.notes)
+    rule = (REPO / "rules" / "measure.smk").read_text()
+    assert 'r.found.get("guest") or r.found.get("node")' in rule

@@ -82,10 +82,20 @@ def test_without_perfs_sve_runs_the_count_jobs_are_the_count_matrix(tmp_path: Pa
     assert added(load(tmp_path, sve)) == set()
 
 
-def test_an_sve_host_counts_perfs_native_sve_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_emulated_sve_node_counts_perfs_native_sve_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(perf_cells, "host_has_sve", lambda: True)
+    monkeypatch.setattr(perf_cells, "emulated_machine", lambda: "QEMU virt machine")
     assert len(added(load(tmp_path, "auto"))) == 6
     assert added(load(tmp_path, "off")) == set()
+
+
+@pytest.mark.parametrize("sve", ["auto", "guest"])
+def test_sve_hardware_counts_nothing_more(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sve: str) -> None:
+    """On SVE hardware (A64FX) perf's counts are not compared (their w is the emulator's), so the
+    count jobs stay the count matrix: perf/sve guest there runs natively too (perf.detect)."""
+    monkeypatch.setattr(perf_cells, "host_has_sve", lambda: True)
+    monkeypatch.setattr(perf_cells, "emulated_machine", lambda: None)
+    assert added(load(tmp_path, sve)) == set()
 
 
 def test_the_default_sweeps_count_jobs_are_unchanged() -> None:

@@ -95,3 +95,13 @@ def test_without_runs_in_the_guest_or_counts_the_summary_says_so() -> None:
     text = summary.stats_summary(stats, [], [], [], perf.stats_report(stats, metas, counts, sweep))
     assert "\n## perf in the guest against the QEMU plugins\n" in text
     assert text.index("## perf in the guest") < text.index("## Every cell")
+
+
+def test_an_emulated_node_s_host_baselines_are_not_compared() -> None:
+    """On an emulated AArch64 node every native run records the emulator, the host baselines too
+    (build host: no SVE, no QEMU count of theirs): only the SVE cells are compared."""
+    stats, counts, metas = _tables()
+    node = {**GUEST, "node": True}
+    metas = [{**m, "guest": node} for m in metas]
+    lines = perf.stats_report(stats, metas, counts, guest_sweep())
+    assert lines[3].endswith("3 of 5 cells equal.") and not any("blocks_call" in ln for ln in lines)

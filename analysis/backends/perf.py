@@ -31,7 +31,7 @@ from analysis.backends.perf_guest_check import stats_report  # perf_summary.md: 
 from analysis.core import config
 from analysis.core.config import Job, Run, Sweep
 from analysis.core.perf_cells import native_build, native_jobs  # noqa: F401 (perf.native_build, as before)
-from analysis.core.toolchain import host_has_sve
+from analysis.core.toolchain import EMULATED_MACHINE, emulated_machine, host_has_sve  # noqa: F401 (perf.X)
 
 NAME = "perf"
 STAGE = "measure"
@@ -44,6 +44,7 @@ NOT_RUN = None  # its rows go to perf.csv, whose figures and checks are its sect
 HIDE_ENV: dict[str, str] = {}  # bench times its measurements apart (target perf_all)
 EVIDENCE = "perf on A64FX"  # its claims compare SVE runs, native on an A64FX (perf_summary.md)
 GUEST_EVIDENCE = "perf in the guest"  # its SVE runs in the emulated AArch64 guest (perf_guest)
+NODE_EVIDENCE = "perf on an emulated AArch64 node"  # the harness itself runs on QEMU's virt machine
 # host_cpu() of an A64FX: Fujitsu's implementer code 'F' and its part number.
 A64FX_CPU = "aarch64 implementer 0x46 part 0x001"
 report = no_report  # results/perf_summary.md is its report (analysis.stages.summary.stats_summary)
@@ -56,10 +57,10 @@ USER_PARANOID = 2
 
 
 def evidence(meta: dict[str, Any]) -> str:
-    """Where a raw file's processes ran: in the guest (its meta records the guest), else on the
-    CPU it names (A64FX by name; a host baseline on its host's model)."""
+    """Where a raw file's processes ran: in the guest or on an emulated node (its meta records
+    the emulator), else on the CPU it names (A64FX by name; a host baseline on its host's model)."""
     if meta.get(GUEST_META):
-        return GUEST_EVIDENCE
+        return NODE_EVIDENCE if meta[GUEST_META].get("node") else GUEST_EVIDENCE
     return f"perf on {'A64FX' if meta['cpu'] == A64FX_CPU else meta['cpu']}"
 
 
@@ -72,6 +73,7 @@ class PerfStatus:
     host: bool
     messages: list[str] = field(default_factory=list)
     guest: bool = False  # the SVE runs go to the emulated AArch64 guest (perf_guest)
+    node: bool = False  # the SVE runs are native on an emulated AArch64 node (emulated_machine)
 
 
 def host_cpu() -> str:
@@ -121,6 +123,10 @@ def detect(sweep: Sweep) -> PerfStatus | None:
         status.messages.append("perf: SVE runs off (perf/sve: off in the sweep)")
     elif host_has_sve():
         status.sve = True
+        if (machine := emulated_machine()) is not None:
+            status.node = True
+            status.messages.append(f"perf: this AArch64 node is emulated ({machine}): SVE runs count "
+                                   f"{perf_guest.EVENT} only ({perf_guest.LABEL}; exact only under -icount)")
     elif p.sve == "guest" and perf_guest.missing() is None:
         status.sve = status.guest = True
         status.messages.append(f"perf: SVE runs in the emulated AArch64 guest ({perf_guest.LABEL})")
@@ -197,7 +203,8 @@ def preflight(sweep: Sweep) -> Ready | None:
         return None
     versions = {"perf": status.version} if status.version and (status.sve or status.host) else {}
     return Ready(versions, notes=list(status.messages),
-                 found={"perf": status.perf, "sve": status.sve, "host": status.host, "guest": status.guest})
+                 found={"perf": status.perf, "sve": status.sve, "host": status.host, "guest": status.guest,
+                        "node": status.node})
 
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
@@ -328,6 +335,11 @@ def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:
             "times_ns": times, "seconds": round(seconds, 3), "command": cmd}
 
 
+def unsupported(event: str) -> dict[str, Any]:
+    """A counter of an event the process was not asked to count here (an emulated node's)."""
+    return {"event": event, "value": None, "unit": "", "status": UNSUPPORTED, "running_pct": None}
+
+
 # --- the job: every cell of one native binary, `processes` processes each ---------------------
 
 def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -340,6 +352,15 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
     accepted = [ev for ev, st in probe.items() if st != UNKNOWN]
     if not accepted:
         raise RunError(f"perf accepts none of the events {list(p['events'])} here")
+    machine = emulated_machine()
+    if machine is not None:
+        # The guest's rule (perf_guest): an emulated machine's cycles are virtual time and its
+        # cache and bus events read 0 or nothing, so only instructions is a measurement there.
+        if perf_guest.EVENT not in accepted:
+            raise RunError(f"this AArch64 node is emulated ({machine}): only {perf_guest.EVENT} is measured there; "
+                           f"add it to the sweep's perf: events")
+        probe = {ev: st if ev == perf_guest.EVENT or st == UNKNOWN else UNSUPPORTED for ev, st in probe.items()}
+        accepted = [perf_guest.EVENT]
     s = Settings(p["perf"], tuple(accepted), p["calls"], p["warmup"], p["flush_bytes"], p["core"])
     processes = p["processes"]
     records = []
@@ -348,6 +369,7 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
         for _ in range(processes):
             rec = run_process(binary, run, s)
             check_vl_seen(binary, "native", run, rec["vl_seen"])
+            rec["counters"] += [unsupported(ev) for ev, st in probe.items() if st == UNSUPPORTED and ev not in s.events]
             procs.append(rec)
         mean_ns = statistics.mean(t for r in procs for t in r["times_ns"])
         print(f"[{i}/{len(plan.runs)}] {cell_name(binary, 'native', run)}: {processes} processes x {s.calls} calls, "
@@ -357,4 +379,13 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
                         "processes": [{k: r[k] for k in ("counters", "times_ns", "seconds")} for r in procs]})
     extra = {"cpu": host_cpu(), "traffic": p["traffic"], "events": probe, "calls": s.calls, "warmup": s.warmup,
              "flush_bytes": s.flush_bytes, "core": s.core, "processes": processes}
+    if machine is not None:
+        # Recorded as the guest's runs are (perf_summary.md's tools line, the labels, the check
+        # against the QEMU plugins' counts: perf_guest_check).
+        versions = plan.meta.get("versions", {})
+        extra |= {"cpu": f"emulated AArch64 node ({host_cpu()}; {machine}): {perf_guest.LABEL}",
+                  "caveat": perf_guest.LABEL,
+                  GUEST_META: {"node": True, "counter": versions.get(NAME, p["perf"]), "kernel": platform.release(),
+                               "emulator": machine,
+                               "compiler": next((v for k, v in versions.items() if k.startswith("compiler.")), "?")}}
     return extra, records

@@ -40,7 +40,10 @@ APPEND = "console=ttyAMA0 rdinit=/init panic=-1 quiet"
 # The CPU models a run may ask for. pauth-impdef: QEMU's default QARMA pointer authentication
 # made boots 4x slower (../shared/reference/arm64-vm-dynamorio.md). a64fx (VL 128/256/512, as
 # the chip) needs GICv3: Debian's kernel panics in has_useable_gicv3_cpuif on the default GICv2.
-CPUS = {"max": ("virt", "max,pauth-impdef=on"), "a64fx": ("virt,gic-version=3", "a64fx")}
+# vl256: SVE up to 256 bits, as Graviton3; QEMU enables 128 too (every power of two below the
+# largest must be: "sve128=off,sve256=on" is refused, measured).
+CPUS = {"max": ("virt", "max,pauth-impdef=on"), "a64fx": ("virt,gic-version=3", "a64fx"),
+        "vl256": ("virt", "max,pauth-impdef=on,sve256=on")}
 USER = "harness"  # the ordinary user setup/arm64-node-firstboot.sh creates
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -1,7 +1,8 @@
 """The perf backend's native jobs, and its SVE cells counted by the sweep's counting backend at
 perf's sizes (issue 52 item 2(c)).
 
-perf's instruction counts of its SVE cells (in the emulated guest, analysis.backends.perf_guest)
+perf's instruction counts of its SVE cells (in the emulated guest, analysis.backends.perf_guest,
+or natively on an emulated AArch64 node)
 are compared with the counting backend's roi.total of the same cell (perf_guest_check). The perf
 section's sizes (4 KiB to 16 MiB in the default sweep) are not the count sweep's (1 and 4 MiB),
 so where a sweep plans perf's SVE runs, the first counting backend's jobs also run perf's cells
@@ -15,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from analysis.core import arm64_vm
-from analysis.core.toolchain import COMPILERS, GUEST_NATIVE, compiler_for, host_has_sve
+from analysis.core.toolchain import COMPILERS, GUEST_NATIVE, compiler_for, emulated_machine, host_has_sve
 
 if TYPE_CHECKING:  # model imports this module
     from analysis.core.kernels import KernelRow
@@ -52,11 +53,17 @@ def native_jobs(sweep: Sweep, backend: str, sve: bool, host: bool) -> list[Job]:
 
 
 def sve_planned(sweep: Sweep) -> bool:
-    """Whether the sweep asks for perf's SVE runs on this machine: perf/sve guest, or not off on
-    an SVE host (analysis.backends.perf.detect). Whether perf and the guest are ready here is not
-    asked: the count jobs must be the same where collect checks their raw files."""
+    """Whether the sweep asks for perf's SVE runs where their instruction counts are exact and
+    compared (analysis.backends.perf.detect's order): natively on an emulated AArch64 node, or
+    with perf/sve guest on a host without SVE. Not on SVE hardware, whose counts are not
+    compared. Whether perf and the guest are ready here is not asked: the count jobs must be the
+    same where collect checks their raw files."""
     p = sweep.perf
-    return p is not None and p.sve != "off" and (p.sve == "guest" or host_has_sve())
+    if p is None or p.sve == "off":
+        return False
+    if host_has_sve():
+        return emulated_machine() is not None
+    return p.sve == "guest"
 
 
 def reference_compiler(sweep: Sweep, compiler: str, build: str) -> str | None:

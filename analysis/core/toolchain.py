@@ -55,6 +55,27 @@ def host_has_sve(cpuinfo: str | None = None) -> bool:
     return any(line.startswith("Features") and "sve" in line.split(":", 1)[1].split() for line in cpuinfo.splitlines())
 
 
+# The device tree's board names (NUL-separated); QEMU's virt machine is "linux,dummy-virt".
+DEVICE_TREE = Path("/proc/device-tree/compatible")
+QEMU_VIRT = b"linux,dummy-virt"
+EMULATED_MACHINE = "QEMU virt machine (device tree: linux,dummy-virt)"
+
+
+def emulated_machine(compatible: bytes | None = None) -> str | None:
+    """The emulator this AArch64 Linux runs on, or None on hardware: QEMU's virt machine names
+    itself in the device tree (`linux,dummy-virt`). Its PMU counts instructions exactly only with
+    -icount, and its cycles and times are virtual however it runs, so nothing measured there is
+    A64FX timing even where the CPU reads as an A64FX (QEMU's -cpu a64fx)."""
+    if compatible is None:
+        if platform.machine() != "aarch64":
+            return None
+        try:
+            compatible = DEVICE_TREE.read_bytes()
+        except OSError:
+            return None
+    return EMULATED_MACHINE if QEMU_VIRT in compatible.split(b"\0") else None
+
+
 def compilers(arch: str) -> dict[str, Compiler]:
     """The compilers on a host of `arch`: on arm64 clang-14 is the host's own compiler and
     links the host's libc, as gcc does; elsewhere both cross-compile."""

@@ -125,7 +125,8 @@ def stats_summary(df: pd.DataFrame, metas: list[dict[str, Any]], messages: list[
     for meta in {(m["build"], m["cpu"]): m for m in metas}.values():
         # Runs in the emulated AArch64 guest name the guest's counting tool, their compiler and the guest.
         guest = meta.get("guest")
-        tools = (f"{guest['counter']} in the guest ({guest['kernel']}; {guest['emulator']}); {guest['compiler']}" if guest
+        where = "on the node" if guest and guest.get("node") else "in the guest"
+        tools = (f"{guest['counter']} {where} ({guest['kernel']}; {guest['emulator']}); {guest['compiler']}" if guest
                  else f"{meta['versions'][meta['backend']]}; {_compiler(meta['versions'])}")
         lines_.append(f"- build {meta['build']}: {meta['cpu']}; {tools}; {meta['processes']} processes x {meta['calls']} "
                       f"calls (+{meta['warmup']} warm-up)" + ("" if guest else f", pinned to CPU {meta['core']}"))
