@@ -105,3 +105,25 @@ def test_an_emulated_node_s_host_baselines_are_not_compared() -> None:
     metas = [{**m, "guest": node} for m in metas]
     lines = perf.stats_report(stats, metas, counts, guest_sweep())
     assert lines[3].endswith("3 of 5 cells equal.") and not any("blocks_call" in ln for ln in lines)
+
+
+def test_on_an_emulated_node_w_is_each_binary_s_own_and_an_a64fx_compares_with_qemu_s_a64fx() -> None:
+    """Measured on the node (-cpu a64fx, 2 calls a process): w 689 to 691 for the ACLE binaries,
+    not the guest's 326 to 328, and the rows calling glibc's memcpy equal only QEMU's a64fx
+    model (glibc picks its memcpy by the CPU). So on a node: one w per binary, the usual one, and
+    the reference rows of the CPU model the node records."""
+    stats, counts, metas = _tables()
+    stats["min"] += 364  # every window 364 more: w 690, 690, 692, 693 and the uncounted cell's
+    # QEMU's max model counts 1000 more (another memcpy), its a64fx model the cell's roi.total.
+    maxes = counts[counts["cpu_model"] == "max"]
+    counts = pd.concat([maxes.assign(value=maxes["value"] + 1000), maxes.assign(cpu_model="a64fx")])
+    node = {**GUEST, "node": True, "cpu_model": "a64fx"}
+    metas = [{**m, "guest": node} for m in metas]
+    lines = perf.stats_report(stats, metas, counts, guest_sweep())
+    assert lines[3] == (
+        "Per cell, the fewest instructions:u of its processes on the emulated node against calls x (the roi.total "
+        "of the QEMU plugins + w) - 27, w the instructions of perf's control round trip in each window (one per "
+        "binary: the value most of its cells give): 3 of 5 cells equal.")
+    assert lines[5:9] == ["| binary | w |", "|---|---|", "| pack-acle | 690 |", "| reduce-acle | 692 |"]
+    assert [ln.split(": perf")[0] for ln in lines if ln.startswith("- ")] == [
+        "- differs: reduce-acle max/float VL 512 size 4096", "- no count: pack-acle VL 256 size 65536: no QEMU plugins count (gcc, cpu a64fx)"]

@@ -386,6 +386,6 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
         extra |= {"cpu": f"emulated AArch64 node ({host_cpu()}; {machine}): {perf_guest.LABEL}",
                   "caveat": perf_guest.LABEL,
                   GUEST_META: {"node": True, "counter": versions.get(NAME, p["perf"]), "kernel": platform.release(),
-                               "emulator": machine,
+                               "emulator": machine, "cpu_model": "a64fx" if host_cpu() == A64FX_CPU else "max",
                                "compiler": next((v for k, v in versions.items() if k.startswith("compiler.")), "?")}}
     return extra, records
