@@ -7,8 +7,8 @@
 # 1. the admin's part (docs/guide/perf.md): perf_event_paranoid 2, through the user's sudo;
 # 2. the sweep of CONFIG ends rc 0, and its perf_summary.md has every SVE cell's instructions
 #    equal to the QEMU plugins' count of the same cell (up to the per-binary window);
-# 3. the sweep of REFUSED_CONFIG fails, naming for each VL asked the VL prctl granted (- where the
-#    CPU offers every VL).
+# 3. the sweep of REFUSED_CONFIG fails before it writes anything, naming for each VL asked the VL
+#    prctl granted (- where the CPU offers every VL).
 # One line per check; exit 0 when all hold. Its results folders stay in the clone.
 set -uo pipefail
 ME="ci/node/perf-check.sh"
@@ -48,9 +48,11 @@ HARNESS_VENV_ONLY=1 ./harness sweep --config "$REFUSED" >"$log" 2>&1
 rc=$?
 [[ $rc -ne 0 ]] && check ok "sweep $REFUSED: rc $rc (refused), $((SECONDS - t0)) s" \
     || check FAIL "sweep $REFUSED: rc 0, but the CPU does not offer its VLs"
+[[ ! -e "$(results "$REFUSED")/raw" ]] && check ok "sweep $REFUSED: no raw file written" \
+    || check FAIL "sweep $REFUSED: raw files written: $(results "$REFUSED")/raw"
 for pair in "$@"; do
     asked=${pair%:*} granted=${pair#*:}
-    line="asked $asked bits, running at $granted bits"  # the driver's own check (kernels/harness/harness.c)
+    line="VL $asked (prctl grants $granted)"  # the perf preflight's line (analysis/backends/perf.py)
     grep -rqF "$line" "$log" "$(results "$REFUSED")/logs" 2>/dev/null && check ok "VL $asked: '$line'" \
         || check FAIL "VL $asked: no '$line' in $log"
 done
