@@ -16,7 +16,7 @@ Shapes returned (same as the QEMU clients' JSON `roi` parts, as far as ArmIE giv
 
 Where its counts come from is the sweep file's `armie: {via: ...}`: `armie` (the default), ArmIE
 itself on an AArch64 host; `guest`, its stand-in on any host, DynamoRIO with the harness's ROI
-client in the emulated AArch64 guest (armie_guest.run_job), at VL 128/256/512 only: the sweep's
+client in the emulated AArch64 guest (armie_guest_job), at VL 128/256/512 only: the sweep's
 other cells are not planned, and said so (preflight's note, results/summary.md).
 
 Lines starting with `#` are ignored by every parser, so fixtures can say what they are.
@@ -30,19 +30,19 @@ import platform
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
 from analysis.backends import (GUEST_META, Bench, Plan, Ready, RunError, cell_name, count_job, parse_ok_line,
                                run_limited, staged)
-from analysis.backends import armie_guest
+from analysis.backends import armie_guest, armie_guest_job
 from analysis.backends.armie_format import parse_inscount, parse_opcodes, split_runs  # ArmIE's outputs (and the stand-in's)
 from analysis.backends import registry
 from analysis.backends.clients import check_client_record, client_metrics
 from analysis.core import arm64_vm
-from analysis.core.config import REPO, VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep, load, schema_default
-from analysis.core.schema import SWEEP_SCHEMA
+from analysis.core.config import (REPO, SWEEP_SCHEMA, VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep, filled,
+                                  load)
 from analysis.core.toolchain import ToolchainError, first_line
 
 if TYPE_CHECKING:
@@ -74,16 +74,26 @@ def evidence(meta: dict[str, Any]) -> str:
 
 # --- the backend protocol (analysis.backends.Backend) ---------------------------------------
 
-def via(sweep: Sweep) -> str:
-    """Where the sweep's armie counts come from: its section's `via` (VIA_ARMIE, VIA_GUEST)."""
-    section = sweep.sections.get(NAME)
-    return str(section["via"]) if section else _default_via()
+@dataclass(frozen=True)
+class Section:
+    """Its section of the sweep file (armie.schema.yaml), typed: where its counts come from."""
+    via: str  # VIA_ARMIE: ArmIE on an AArch64 host; VIA_GUEST: DynamoRIO in the emulated guest
+
+
+def section(sweep: Sweep) -> Section:
+    """The sweep's armie section, its schema's defaults where the sweep file has none."""
+    stated = sweep.sections.get(NAME)
+    return Section(**stated) if stated else _default_section()
 
 
 @functools.cache
-def _default_via() -> str:
-    """The schema's default, for a sweep file without the section (read once: jobs ask per job)."""
-    return str(schema_default(SWEEP_SCHEMA, "properties", NAME, "properties", "via"))
+def _default_section() -> Section:
+    """Read from the schema once: the workflow asks per job (time limits, settings)."""
+    return Section(**filled({}, SWEEP_SCHEMA, "properties", NAME))
+
+
+def via(sweep: Sweep) -> str:
+    return section(sweep).via
 
 
 def preflight(sweep: Sweep) -> Ready | None:
@@ -145,7 +155,7 @@ def time_factor(sweep: Sweep) -> float:
 
 
 def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
-    return {"via": via(sweep)}
+    return {"via": via(sweep)}  # the job reads its plan, not the sweep
 
 
 def inputs(build_dir: Path) -> list[str]:
@@ -154,7 +164,7 @@ def inputs(build_dir: Path) -> list[str]:
 
 def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if plan.settings.get("via") == VIA_GUEST:
-        return armie_guest.run_job(plan, log)
+        return armie_guest_job.run_job(plan, log)
     binary = Path(plan.binary)
     return {}, count_job(plan, lambda run, limit: run_once(binary, plan.cpu_model, run, limit), log)
 
@@ -166,7 +176,7 @@ def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]
 def check_record(run: dict[str, Any], where: str) -> None:
     """The counting clients' shape; a run of DynamoRIO in the guest has the ROI's counts only (its
     client counts nothing outside the markers)."""
-    guest = isinstance(run.get("inscount"), dict) and run["inscount"].get("client") == armie_guest.CLIENT_NAME
+    guest = isinstance(run.get("inscount"), dict) and run["inscount"].get("client") == armie_guest_job.CLIENT_NAME
     check_client_record(run, where, whole=not guest)
 
 
@@ -178,7 +188,8 @@ def report(counts: DataFrame, prov: DataFrame) -> list[str]:
     mine = prov[prov["backend"] == NAME]
     if mine.empty:
         return []
-    evidence = sorted(set(mine["evidence"]))
+    # A provenance table of an older harness has no evidence column: its rows are ArmIE's own.
+    evidence = sorted(set(mine["evidence"])) if "evidence" in mine else [EVIDENCE]
     guest = evidence == [GUEST_EVIDENCE]
     result = armie_guest.agreement(counts, NAME, " and ".join(evidence), arm64_vm.DYNAMORIO_VLS if guest else None)
     if result is None:

@@ -17,8 +17,8 @@ not run, never dropped.
 
 `./harness bench --only armie` runs it on the default sweep (armie.bench); the test is
 tests/test_arm64_vm.py. A sweep file with `armie: {via: guest}` runs the same processes as the
-armie backend's jobs (`run_job`: one boot per job, its binary's runs one drrun process per VL),
-and results/summary.md compares its rows with QEMU's (`agreement`, the comparison bench prints).
+armie backend's jobs (armie_guest_job: one boot per job, its binary's runs one drrun process per
+VL), and results/summary.md compares its rows with QEMU's (`agreement`, the comparison bench prints).
 """
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from analysis.backends import GUEST_META, Plan, RunError, cell_name, log_record, parse_ok_line
+from analysis.backends import RunError, parse_ok_line
 from analysis.backends.armie_format import parse_inscount, split_runs
 from analysis.backends.qemu import batch_argv
 from analysis.backends.registry import REGISTRY, first_counting
@@ -58,8 +58,6 @@ METRICS = ("roi.total", "roi.sve")
 KEY = ["kernel", "variant", "op", "dtype", "build", "cpu_model", "compiler", "vl", "size"]
 # What rows counted here are (provenance.csv's evidence column, the verdict tables, the summary).
 EVIDENCE = "DynamoRIO in the guest"
-# The inscount client a record of a run here names: it counts between the markers only.
-CLIENT_NAME = "dynamorio-roi-inscount"
 
 
 @dataclass(frozen=True)
@@ -340,52 +338,12 @@ def _run_batch(sweep: Sweep, guest: arm64_vm.Guest, numbered: tuple[int, list[li
                               f"DynamoRIO batch {i + 1}")
 
 
-# --- the armie backend's jobs with `armie: {via: guest}` ---------------------------------------
-
-def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One job of a sweep (one binary, its planned runs: VL 128/256/512 only, armie.jobs) in one
-    guest boot, one drrun process per VL (the driver's batch mode); each run's record in the
-    counting clients' shape, the ROI's total and SVE count (the client counts nothing outside
-    the markers, so no whole-program counts), its raw file's meta naming the guest (GUEST_META)."""
-    binary = Path(plan.binary)
-    # Where bench's batches put it (Cell.guest_path): the path is part of the run's stack.
-    path = f"bin/{plan.meta['compiler']}/{plan.meta['build']}/{binary.name}"
-    groups = one_process_each(range(len(plan.runs)), lambda i: plan.runs[i].vl, lambda i: plan.runs[i])
-    commands = [drrun(path, [plan.runs[i] for i in g]) for g in groups]
-    try:
-        batch = arm64_vm.run_batch(arm64_vm.find_guest(), commands, {path: binary},
-                                   BOOT_SECONDS + sum(plan.time_limits), f"DynamoRIO batch {binary.name}")
-    except arm64_vm.GuestError as e:
-        raise RunError(f"{binary.name}: {e}") from None
-    records: dict[int, dict[str, Any]] = {}
-    for g, out in zip(groups, batch.outputs):
-        for i, one in zip(g, split_output(g, out)):
-            records[i] = _record(binary, plan, plan.runs[i], path, one, batch.seconds)
-            log_record(binary, plan, i + 1, records[i], log)
-    return {GUEST_META: {**batch.provenance, "seconds": batch.seconds}}, [records[i] for i in range(len(plan.runs))]
-
-
-def _record(binary: Path, plan: Plan, run: Run, path: str, out: arm64_vm.Output, seconds: float) -> dict[str, Any]:
-    cell = cell_name(binary, plan.cpu_model, run)
-    try:
-        fields, roi = read_run(cell, run.vl, out)
-    except RunError as e:
-        why = str(e)
-        raise RunError(why if why.startswith(cell) else f"{cell}: {why} (in the arm64 guest: {drrun(path, [run])})") from None
-    alone = drrun(path, [run])  # the cell by itself: it counts the same as in its batch
-    return {"vl": run.vl, "vl_seen": int(fields["vl"]), "size": run.size, "op": run.op, "dtype": run.dtype,
-            "argv": [f"./{path}", *batch_argv([run])], "command": ["sh", "-c", alone],
-            "command_line": f"in the arm64 guest (./harness setup --with-arm64-vm): {alone}",
-            "checksum": fields["checksum"], "seconds": seconds, "batch_runs": len(plan.runs),  # the boot's, shared
-            "inscount": {"client": CLIENT_NAME, "markers": {"begin": None, "end": None, "balanced": True},
-                         "whole": None, "roi": roi}}
-
-
 def agreement(counts: DataFrame, backend: str, counted_by: str, vls: Sequence[int] | None) -> Result | None:
     """`backend`'s rows of the counts table against the other counting backend's (QEMU's), cell
     by cell, as bench compares them: each of the reference's cells at `vls` (None: every VL)
     compared, those at other VLs not run. None when the table has no other counting backend."""
-    others = sorted(b for b in set(counts["backend"]) if b != backend and b in REGISTRY and REGISTRY[b].STAGE == "count")
+    others = sorted(b for b in set(counts["backend"])
+                    if b != backend and b in REGISTRY and REGISTRY[b].STAGE == "count")
     if not others:
         return None
     reference = others[0]
@@ -407,4 +365,5 @@ def key_name(key: tuple[Any, ...]) -> str:
     """A cell of the counts table as Cell.name() names one (KEY order)."""
     k = dict(zip(KEY, key))
     opd = f" {k['op']}/{k['dtype']}" if k["op"] != "-" else ""
-    return f"{k['kernel']}-{k['variant']}{opd} {k['compiler']} {k['build']} {k['cpu_model']} VL {k['vl']} size {k['size']}"
+    return (f"{k['kernel']}-{k['variant']}{opd} {k['compiler']} {k['build']} {k['cpu_model']} VL {k['vl']} "
+            f"size {k['size']}")
