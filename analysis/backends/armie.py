@@ -108,8 +108,12 @@ def preflight(sweep: Sweep) -> Ready | None:
 
 
 def guest_preflight(sweep: Sweep) -> Ready:
-    """`via: guest`: the guest and its DynamoRIO built (else one line naming the setup command),
-    their versions, and one line for the cells DynamoRIO does not run."""
+    """`via: guest`: a sweep with cells DynamoRIO runs and the guest with DynamoRIO built (else one
+    line naming the fix), their versions, and one line for the cells DynamoRIO does not run."""
+    if not jobs(sweep, None):  # else its checks would read no row and fail after every run
+        raise ToolchainError(f"backend armie with via: guest: {arm64_vm.NOT_RUN_VL.removeprefix('not run: ')}, and the "
+                             f"sweep runs none of them (vector_lengths: {list(sweep.vector_lengths)}): add one, or "
+                             "remove armie from backends")
     why = arm64_vm.missing()
     if why is not None:
         raise ToolchainError(f"backend armie with via: guest counts with DynamoRIO in the arm64 guest: {why}")
