@@ -5,6 +5,7 @@ default sweep at the VLs DynamoRIO supports, and for every cell of a sweep in ba
 (analysis.backends.armie_guest, which `./harness bench --only armie` runs on the default sweep)."""
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 from pathlib import Path
@@ -17,6 +18,7 @@ from analysis.backends import Bench, RunError, armie, armie_guest, qemu
 from analysis.commands import bench
 from analysis.core import arm64_vm, config
 from analysis.core.table import COLUMNS, read_counts, write_counts
+from analysis.core.toolchain import ToolchainError
 from analysis.stages import build
 from conftest import DYNAMORIO_BUILD_TOOLS, REPO, path_without, snakemake, stand_ins
 
@@ -379,3 +381,246 @@ def test_dynamorio_counts_every_cell_of_a_sweep_as_the_qemu_plugins(tiny_sweep: 
     assert result.lines()[0].startswith(f"DynamoRIO in the guest (ArmIE's stand-in) vs QEMU plugins, ROI total and SVE "
                                         f"count per cell: {runs} of {runs} cells equal; 2 boots, ")
     assert result.provenance["kernel"].startswith(ABI)
+
+
+# --- the armie backend in a sweep through the guest: `armie: {via: guest}` (issue 52 item 4) -----
+
+def _via_guest(tmp_path: Path, section: str = "armie: {via: guest}", vls: str = "[128, 384, 512]") -> Path:
+    """The tiny sweep with armie beside qemu, counted through the guest, at a VL DynamoRIO does not run too."""
+    text = (REPO / "configs" / "tiny.yaml").read_text()
+    cfg = tmp_path / "via-guest.yaml"
+    cfg.write_text(text.replace("backends: [qemu]", f"backends: [qemu, armie]\n{section}")
+                   .replace("vector_lengths: [128, 512]", f"vector_lengths: {vls}"))
+    return cfg
+
+
+def test_the_sweep_file_says_where_armie_counts_come_from(tmp_path: Path) -> None:
+    """armie's section: `via: guest` counts through DynamoRIO in the guest; without it, ArmIE on
+    PATH as before; a value it does not know is one line naming the ones it does."""
+    assert armie.via(config.load(_via_guest(tmp_path))) == armie.VIA_GUEST
+    assert armie.via(config.load(_via_guest(tmp_path, section=""))) == armie.VIA_ARMIE
+    for bad, why in (("armie: {via: native}", "armie/via: 'native' is not one of ['armie', 'guest']"),
+                     ("armie: {through: guest}", "armie: Additional properties are not allowed ('through' was unexpected)")):
+        cfg = _via_guest(tmp_path, section=bad)
+        with pytest.raises(config.ConfigError) as e:
+            config.load(cfg)
+        assert str(e.value) == f"{cfg}: {why} (schema sweep.schema.yaml)"
+
+
+def _built_guest(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """This machine as if the guest and its DynamoRIO were built (nothing boots)."""
+    (tmp_path / "guest").mkdir()
+    (tmp_path / "guest" / "guest.txt").write_text("kernel=6.1.0-56-arm64 6.1.192-2\ndynamorio=11.91.0 commit 05e3165\n")
+    monkeypatch.setattr(arm64_vm, "missing", lambda: None)
+    monkeypatch.setattr(arm64_vm, "find_guest", lambda: arm64_vm.Guest(tmp_path / "guest", tmp_path / "guest"))
+    monkeypatch.setattr(arm64_vm, "qemu_version", lambda: "QEMU emulator version 7.2.22")
+
+
+def test_via_guest_plans_the_vls_dynamorio_runs_and_says_which_it_does_not(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every armie job is QEMU's job of the same binary and CPU model with its runs at VL 128 and
+    512 (4 kernels x 3 sizes at VL 384 are the VLA build's and not run, the VLS-512 build's all
+    run): the cells DynamoRIO does not run are one line of the preflight, not failures and not
+    dropped unsaid; a run may take 6 times QEMU's limit (DynamoRIO under system-mode TCG)."""
+    from analysis.backends import registry
+    _built_guest(monkeypatch, tmp_path)
+    sweep = config.load(_via_guest(tmp_path))
+    ready = armie.preflight(sweep)
+    assert ready is not None and ready.notes == [
+        "armie (DynamoRIO in the guest): VL 384: 12 cells not run: DynamoRIO supports VL 128/256/512 only"]
+    assert ready.versions == {"armie": "DynamoRIO 11.91.0 commit 05e3165 with the harness's ROI client in the arm64 "
+                                       "guest (kernel 6.1.0-56-arm64 6.1.192-2; QEMU emulator version 7.2.22)"}
+    mine = armie.jobs(sweep, ready)
+    qemus = {(j.binary.name, j.binary.compiler, j.binary.build, j.cpu_model): j for j in qemu.jobs(sweep, None)}
+    assert sorted((j.binary.name, j.binary.compiler, j.binary.build, j.cpu_model) for j in mine) == sorted(qemus)
+    for job in mine:
+        want = [r for r in qemus[(job.binary.name, job.binary.compiler, job.binary.build, job.cpu_model)].runs
+                if r.vl != 384]
+        assert list(job.runs) == want and job.binary.backend == armie.NAME
+    assert sum(len(j.runs) for j in mine) == 36 and armie.not_run(sweep) == {384: 12}
+    # What the collect stage checks raw files against plans the same runs, whatever this machine has.
+    assert [j for j in registry.all_jobs(sweep) if j.binary.backend == armie.NAME] == mine
+    assert armie.time_factor(sweep) == armie_guest.TIME_FACTOR == 6.0
+    assert armie.settings(sweep, mine[0], ready) == {"via": "guest"}
+    # A sweep of which DynamoRIO runs no cell would give no armie row for its checks to read.
+    cfg = _via_guest(tmp_path, vls="[384]")
+    cfg.write_text(cfg.read_text().replace("vls_vector_lengths: [512]", "vls_vector_lengths: []"))
+    with pytest.raises(ToolchainError) as e:
+        armie.preflight(config.load(cfg))
+    assert str(e.value) == ("backend armie with via: guest: DynamoRIO supports VL 128/256/512 only, and the sweep "
+                            "runs none of them (vector_lengths: [384]): add one, or remove armie from backends")
+
+
+def test_via_guest_without_the_guest_is_one_line_naming_the_setup_command(tmp_path: Path) -> None:
+    """`./harness validate` (the sweep's preflight) with `via: guest` and no guest built: one line
+    naming the setup command, exit 2; without `via: guest` and without armie on PATH, the line
+    it always said."""
+    env = {k: v for k, v in os.environ.items() if k != "DYNAMORIO_HOME"}
+    (tmp_path / "cache").mkdir()
+    env["HARNESS_CACHE"] = str(tmp_path / "cache")
+    for section, line in (
+            ("armie: {via: guest}", "error: backend armie with via: guest counts with DynamoRIO in the arm64 guest: "
+                                    "setup/arm64-vm.sh: the arm64 guest is not built (it would be "
+                                    f"{tmp_path}/cache/arm64-vm-{ABI}; fix: ./harness setup --with-arm64-vm)\n"),
+            ("", "error: backend armie needs an AArch64 host with armie on PATH (module load armie); remove it from "
+                 "backends here\n")):
+        proc = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "analysis.commands.cli", "validate",
+                               "--config", str(_via_guest(tmp_path, section=section))],
+                              cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", line)
+
+
+def _plan(runs: list[config.Run], binary: Path) -> Any:
+    from analysis.backends import Plan
+    meta = {"kernel": "copy", "variant": "acle_4v", "layout": "contiguous", "build": "vla", "cpu_model": "max",
+            "backend": armie.NAME, "compiler": "gcc", "binary": str(binary), "binary_sha256": "0" * 64,
+            "build_commands": ["gcc ..."], "versions": {"armie": "DynamoRIO 11.91.0 in the arm64 guest"}}
+    return Plan(armie.NAME, str(binary), "max", tuple(runs), tuple(10.0 for _ in runs), {}, meta, {"via": "guest"})
+
+
+def test_a_job_in_the_guest_is_one_boot_one_drrun_per_vl_and_records_the_table_reads(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """armie.run_job via the guest (SYNTHETIC client output, nothing boots): one boot for the
+    job's runs, one drrun process of the driver's batch mode per VL, at the path bench's batches
+    use; each run's record passes the collect stage's check and gives roi.total and roi.sve (no
+    whole-program counts: the client counts the ROI only); its provenance says DynamoRIO in the
+    guest, never ArmIE; a failed run fails the job naming its cell and the kernel's FAIL line."""
+    from analysis.stages import collect, parse
+    _built_guest(monkeypatch, tmp_path)
+    binary = tmp_path / "copy-acle_4v"
+    binary.write_bytes(b"\x7fELF")
+    sizes = (0, 1048576, 2097152)
+    runs = [config.Run(vl, s, "-", "uint8", ()) for vl in (512, 128) for s in sizes]
+    booted: list[tuple[list[str], dict[str, Path], float]] = []
+
+    def run_batch(guest: arm64_vm.Guest, commands: list[str], files: dict[str, Path], limit: float, name: str
+                  ) -> arm64_vm.Batch:
+        booted.append((list(commands), dict(files), limit))
+        out = _fixture_output(fixture, 0 if fixture.endswith("batch") else 1)
+        outs = [arm64_vm.Output(c, out.rc, out.stdout.replace("vl=128", f"vl={vl}"), out.stderr)
+                for c, vl in zip(commands, (512, 128))]
+        return arm64_vm.Batch(outs, "", 42.5, {"kernel": "6.1.0-56-arm64", "emulator": "QEMU 7.2.22"})
+
+    monkeypatch.setattr(arm64_vm, "run_batch", run_batch)
+    fixture = "SYNTHETIC-dynamorio-batch"
+    plan = _plan(runs, binary)
+    log = io.StringIO()
+    meta, records = armie.run_job(plan, log)
+    path = "bin/gcc/vla/copy-acle_4v"
+    assert booted == [([armie_guest.drrun(path, runs[:3]), armie_guest.drrun(path, runs[3:])], {path: binary},
+                       armie_guest.BOOT_SECONDS + 60.0)]
+    assert booted[0][0][1].startswith("echo 16 >/proc/sys/abi/sve_default_vector_length && ")
+    assert meta == {"guest": {"kernel": "6.1.0-56-arm64", "emulator": "QEMU 7.2.22", "seconds": 42.5}}
+    doc = {"meta": {**plan.meta, **meta}, "runs": records}
+    counts = [(9, 0), (81929, 65537), (163849, 131073)] * 2
+    assert [(r["vl"], r["size"], r["vl_seen"]) for r in records] == [(r.vl, r.size, r.vl) for r in runs]
+    for rec, (total, sve) in zip(records, counts):
+        armie.check_record(rec, "runs[0]")
+        assert {m: v for m, v in armie.metrics(doc["meta"], rec, {})} == {"roi.total": total, "roi.sve": sve}
+    assert {r["metric"] for r in parse.job_rows(doc, {})} == {"roi.total", "roi.sve"}
+    assert {row["evidence"] for row in collect.provenance_rows(doc)} == {"DynamoRIO in the guest"}
+    assert log.getvalue().splitlines()[0] == "[1/6] copy-acle_4v cpu=max vl=512 size=0 roi=9 42.5s"
+    # The record of a count client that counts the whole program too still needs those counts.
+    from analysis.backends import RecordError
+    with pytest.raises(RecordError, match="inscount.whole is None"):
+        qemu.check_record(records[0], "runs[0]")
+    fixture = "SYNTHETIC-dynamorio-batch-failed"
+    with pytest.raises(RunError) as e:
+        armie.run_job(plan, io.StringIO())
+    assert str(e.value) == ("copy-acle_4v cpu=max vl=512 size=1048576: exit 1: FAIL: copy: output differs from the "
+                            "reference at byte 17 (in the arm64 guest: " + armie_guest.drrun(path, [runs[1]]) + ")")
+
+
+def _counts_and_provenance(evidence: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """qemu's and armie's rows of four cells: equal at VL 128, the SVE count differing at 512, no
+    armie row at 256, VL 384 QEMU's only."""
+    key = {"kernel": "copy", "variant": "acle_4v", "op": "-", "dtype": "uint8", "layout": "contiguous", "build": "vla",
+           "cpu_model": "max", "compiler": "gcc", "size": 65536}
+    rows, prov = [], []
+    for vl, q, a in ((128, (5146, 2056), (5146, 2056)), (256, (2600, 1030), None), (384, (1900, 700), None),
+                     (512, (1306, 520), (1306, 521))):
+        for backend, got in (("qemu", q), ("armie", a)):
+            if got is None:
+                continue
+            rows += [{**key, "backend": backend, "vl": vl, "metric": m, "value": v}
+                     for m, v in (("roi.total", got[0]), ("roi.sve", got[1]), ("roi_net.total", got[0] - 23))]
+            prov.append({**key, "backend": backend, "vl": vl,
+                         "evidence": "QEMU plugins" if backend == "qemu" else evidence})
+    return pd.DataFrame(rows), pd.DataFrame(prov)
+
+
+def test_the_summary_compares_armies_rows_with_qemus_cell_by_cell() -> None:
+    """results/summary.md's armie section (armie.report), the comparison bench prints
+    (armie_guest.Result): counted by DynamoRIO in the guest, each cell at VL 128/256/512
+    compared, one that differs with both counts, one without a row, VL 384 not run; counted by
+    ArmIE itself, every VL compared and named so."""
+    counts, prov = _counts_and_provenance("DynamoRIO in the guest")
+    assert armie.report(counts, prov) == [
+        "", "## armie's counts (DynamoRIO in the guest) against the QEMU plugins'", "",
+        "DynamoRIO in the guest vs QEMU plugins, ROI total and SVE count per cell: 1 of 3 cells equal.", "",
+        "- differs: copy-acle_4v gcc vla max VL 512 size 65536: 1306 total, 521 SVE; QEMU plugins 1306 total, 520 SVE",
+        "- no count: copy-acle_4v gcc vla max VL 256 size 65536: no armie row",
+        "- VL 384: 1 cells not run: DynamoRIO supports VL 128/256/512 only"]
+    counts, prov = _counts_and_provenance("ArmIE")
+    assert armie.report(counts, prov)[1:4:2] == [
+        "## armie's counts (ArmIE) against the QEMU plugins'",
+        "ArmIE vs QEMU plugins, ROI total and SVE count per cell: 1 of 4 cells equal."]
+    equal = counts[~((counts["backend"] == "armie") & (counts["vl"] == 512))]
+    assert armie.report(equal[equal["vl"] == 128], prov) == [
+        "", "## armie's counts (ArmIE) against the QEMU plugins'", "",
+        "ArmIE vs QEMU plugins, ROI total and SVE count per cell: 1 of 1 cells equal."]
+    assert armie.report(counts, prov[prov["backend"] == "qemu"]) == []
+
+
+@pytest.mark.slow
+@pytest.mark.needs_arm64_vm
+@pytest.mark.timeout(1500)
+def test_a_sweep_via_the_guest_gives_armie_rows_equal_to_qemus(work: Path, tmp_path: Path) -> None:
+    """Issue 52 item 4 on an x86-64 host: `./harness sweep` of copy acle_4v and c_vec at VL 128,
+    384 and 512 with `backends: [qemu, armie]` and `armie: {via: guest}`: counts.csv has armie
+    rows of every cell of QEMU's at VL 128 and 512 (the same keys, ROI total and SVE count equal,
+    cell by cell), none at VL 384, which the sweep and summary.md report as not run; the
+    provenance, the verdict resting on armie's rows and the report say DynamoRIO in the guest,
+    never ArmIE. Each job is one guest boot (measured 2026-11-28 at load 6: the sweep took 37 s
+    of wall time, a boot with its job's two drrun processes 18 to 22 s)."""
+    cfg = tmp_path / "copy-via-guest.yaml"
+    cfg.write_text("""kernel_table: configs/kernels.yaml
+compilers: [gcc]
+backends: [qemu, armie]
+armie: {via: guest}
+cpu_models: [{name: max}]
+vector_lengths: [128, 384, 512]
+vls_vector_lengths: []
+sizes: {copy: [65536]}
+linearity_check: false
+kernels: [{kernel: copy, variants: [c_vec, acle_4v]}]
+figures: []
+checks:
+  - {id: copy_ratio, figure: 2, claim: "memcpy executes 400% of ACLE's instructions", kind: ratio, backend: armie,
+     numerator: {kernel: copy, variant: c_vec}, denominator: {kernel: copy, variant: acle_4v}, target: 4.0,
+     tolerance: 0.1}
+""".replace("configs/kernels.yaml", str(REPO / "configs" / "kernels.yaml")))
+    results = tmp_path / "results"
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "analysis.commands.cli", "sweep", "--config",
+                           str(cfg), "--cores", "2", "--set", f"results_dir={results}", "--set",
+                           f"build_dir={work / 'via-guest-build'}"], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    not_run = "VL 384: 4 cells not run: DynamoRIO supports VL 128/256/512 only"
+    assert f"armie (DynamoRIO in the guest): {not_run}" in proc.stdout + proc.stderr
+    counts = read_counts(results / "counts.csv")
+    got, want = (armie_guest.reference_counts(counts, b) for b in (armie.NAME, "qemu"))
+    vl = armie_guest.KEY.index("vl")
+    assert sorted(got) == sorted(k for k in want if k[vl] != 384) and len(got) == 8
+    assert {k: (v["roi.total"], v["roi.sve"]) for k, v in got.items()} == {
+        k: (want[k]["roi.total"], want[k]["roi.sve"]) for k in got}
+    prov = pd.read_csv(results / "provenance.csv")
+    assert set(prov[prov["backend"] == armie.NAME]["evidence"]) == {"DynamoRIO in the guest"}
+    summary = (results / "summary.md").read_text()
+    assert "| Fig. 2: memcpy executes 400% of ACLE's instructions | 4 | " in summary
+    assert summary.split("\n")[[ln.startswith("| Fig. 2:") for ln in summary.split("\n")].index(True)].endswith(
+        " | DynamoRIO in the guest |")
+    assert ("## armie's counts (DynamoRIO in the guest) against the QEMU plugins'\n\nDynamoRIO in the guest vs QEMU "
+            f"plugins, ROI total and SVE count per cell: 8 of 8 cells equal.\n\n- {not_run}\n") in summary
+    page = (results / "report.html").read_text()
+    assert "8 of 8 cells equal" in page and "DynamoRIO in the guest" in page
+    assert "ArmIE" not in summary.replace("QEMU plugins vs ArmIE", "")  # the paper's toolchain line only

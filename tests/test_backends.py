@@ -59,7 +59,7 @@ def test_the_sweep_schema_takes_the_backends_from_the_registry() -> None:
             sections.append(name)
             assert props[name] == part["section"]
     assert props["backends"]["items"]["enum"] == listed == ["qemu", "armie"]
-    assert sections == ["gem5", "perf"]
+    assert sections == ["armie", "gem5", "perf"]  # armie: where its counts come from (via)
     assert list(registry.REGISTRY) == list(backend_path.places())
     # The file in configs/schema names no backend of its own.
     base = yaml.safe_load((REPO / "configs" / "schema" / "sweep.schema.yaml").read_text())["properties"]
@@ -409,8 +409,9 @@ def test_the_reports_ask_each_row_s_backend(tmp_path: Path) -> None:
            "build": "vla"}
     counts = pd.DataFrame([{**key, "backend": "gem5", "cpu_model": "paper", "metric": "gem5.insts", "value": 103},
                            {**key, "backend": "qemu", "cpu_model": "max", "metric": "roi.total", "value": 100}])
-    assert "expected 0 everywhere; 1 of 1 cells agree." in "\n".join(gem5.report(counts))
-    assert qemu.report(counts) == [] and gem5.report(counts[counts["backend"] == "qemu"]) == []
+    prov = pd.DataFrame([{**key, "backend": b, "evidence": e} for b, e in (("gem5", "gem5"), ("qemu", "QEMU plugins"))])
+    assert "expected 0 everywhere; 1 of 1 cells agree." in "\n".join(gem5.report(counts, prov))
+    assert qemu.report(counts, prov) == [] and gem5.report(counts[counts["backend"] == "qemu"], prov) == []
     # A record is checked by its own backend.
     run = {"vl": 128, "size": 0, "op": "-", "dtype": "u8", "vl_seen": 128}
     with pytest.raises(rawcheck.RawError, match=r"runs\[0\]\.gem5 is not a table of numbers"):

@@ -48,6 +48,7 @@ RECORD_KEYS = {
     "period": "the sampling period of perf record in ab's report, a sampled gem5 run's settings",
     "prefix": "a sampled gem5 run's settings in its sampling.json",
     "unit": "a sampled gem5 run's settings in its sampling.json",
+    "via": "an armie plan's settings: where its job counts (ArmIE, or DynamoRIO in the guest)",
 }
 # (module, key) -> why that read of the configuration cannot go through the typed model. None today.
 ALLOWED: dict[tuple[str, str], str] = {}

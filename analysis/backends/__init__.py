@@ -159,9 +159,10 @@ class Backend(Protocol):
         A64FX; ArmIE, or DynamoRIO in the guest). `fixed_evidence(EVIDENCE)` for a backend that
         runs in one place."""
 
-    def report(self, counts: DataFrame) -> list[str]:
-        """Lines of results/summary.md about its rows of the counts table (gem5: its agreement
-        with QEMU's counts); [] for none."""
+    def report(self, counts: DataFrame, prov: DataFrame) -> list[str]:
+        """Lines of results/summary.md about its rows of the counts table (gem5, armie: their
+        agreement with QEMU's counts); [] for none. `prov`: provenance.csv (where its rows ran:
+        the evidence column)."""
 
     HIDE_ENV: dict[str, str]  # the environment under which a sweep goes on without it ({}: none; bench
     #                           times the counts alone with gem5's GEM5=none)
@@ -318,7 +319,7 @@ def fixed_evidence(name: str) -> Callable[[dict[str, Any]], str]:
     return lambda meta: name
 
 
-def no_report(counts: DataFrame) -> list[str]:
+def no_report(counts: DataFrame, prov: DataFrame) -> list[str]:
     """Backend.report of a backend that adds nothing to results/summary.md."""
     return []
 

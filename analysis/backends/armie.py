@@ -14,28 +14,39 @@ Shapes returned (same as the QEMU clients' JSON `roi` parts, as far as ArmIE giv
 - `split_runs` -> one output per run of a batch (the stand-in's batch mode prints `run <k>: `
   before each run's line), each read by `parse_inscount`.
 
+Where its counts come from is the sweep file's `armie: {via: ...}`: `armie` (the default), ArmIE
+itself on an AArch64 host; `guest`, its stand-in on any host, DynamoRIO with the harness's ROI
+client in the emulated AArch64 guest (armie_guest_job), at VL 128/256/512 only: the sweep's
+other cells are not planned, and said so (preflight's note, results/summary.md).
+
 Lines starting with `#` are ignored by every parser, so fixtures can say what they are.
 """
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import platform
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
-from analysis.backends import (GUEST_META, Bench, Plan, Ready, RunError, cell_name, count_job, no_report,
-                               parse_ok_line, run_limited, staged)
-from analysis.backends import armie_guest
+from analysis.backends import (GUEST_META, Bench, Plan, Ready, RunError, cell_name, count_job, parse_ok_line,
+                               run_limited, staged)
+from analysis.backends import armie_guest, armie_guest_job
 from analysis.backends.armie_format import parse_inscount, parse_opcodes, split_runs  # ArmIE's outputs (and the stand-in's)
 from analysis.backends import registry
 from analysis.backends.clients import check_client_record, client_metrics
 from analysis.core import arm64_vm
-from analysis.core.config import REPO, VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep, load
+from analysis.core.config import (REPO, SWEEP_SCHEMA, VALID_VLS, VL_MAX, VL_MIN, VL_STEP, Job, Run, Sweep, filled,
+                                  load)
 from analysis.core.toolchain import ToolchainError, first_line
+
+if TYPE_CHECKING:
+    from pandas import DataFrame
 
 NAME = "armie"
 STAGE = "count"
@@ -49,7 +60,9 @@ SHARES_PREPARATIONS = False
 EVIDENCE = "ArmIE"  # what a verdict resting on its rows names: ArmIE itself, on an AArch64 host
 # Its rows where they were counted by its stand-in, DynamoRIO with the harness's ROI client in the
 # emulated AArch64 guest (armie_guest), whose raw files record the guest (GUEST_META).
-GUEST_EVIDENCE = "DynamoRIO in the guest"
+GUEST_EVIDENCE = armie_guest.EVIDENCE
+# Where its counts come from (its section's `via`): ArmIE itself, or DynamoRIO in the guest.
+VIA_ARMIE, VIA_GUEST = "armie", "guest"
 
 INSCOUNT_CLIENT = "libinscount_emulated.so"
 OPCODES_CLIENT = "libopcodes_emulated.so"
@@ -61,26 +74,92 @@ def evidence(meta: dict[str, Any]) -> str:
 
 # --- the backend protocol (analysis.backends.Backend) ---------------------------------------
 
+@dataclass(frozen=True)
+class Section:
+    """Its section of the sweep file (armie.schema.yaml), typed: where its counts come from."""
+    via: str  # VIA_ARMIE: ArmIE on an AArch64 host; VIA_GUEST: DynamoRIO in the emulated guest
+
+
+def section(sweep: Sweep) -> Section:
+    """The sweep's armie section, its schema's defaults where the sweep file has none."""
+    stated = sweep.sections.get(NAME)
+    return Section(**stated) if stated else _default_section()
+
+
+@functools.cache
+def _default_section() -> Section:
+    """Read from the schema once: the workflow asks per job (time limits, settings)."""
+    return Section(**filled({}, SWEEP_SCHEMA, "properties", NAME))
+
+
+def via(sweep: Sweep) -> str:
+    return section(sweep).via
+
+
 def preflight(sweep: Sweep) -> Ready | None:
     if NAME not in sweep.backends:
         return None
+    if via(sweep) == VIA_GUEST:
+        return guest_preflight(sweep)
     if armie_available() is None:
         raise ToolchainError(
             "backend armie needs an AArch64 host with armie on PATH (module load armie); remove it from backends here")
     return Ready({"armie": first_line(["armie", "--version"])})
 
 
+def guest_preflight(sweep: Sweep) -> Ready:
+    """`via: guest`: a sweep with cells DynamoRIO runs and the guest with DynamoRIO built (else one
+    line naming the fix), their versions, and one line for the cells DynamoRIO does not run."""
+    if not jobs(sweep, None):  # else its checks would read no row and fail after every run
+        raise ToolchainError(f"backend armie with via: guest: {arm64_vm.NOT_RUN_VL.removeprefix('not run: ')}, and the "
+                             f"sweep runs none of them (vector_lengths: {list(sweep.vector_lengths)}): add one, or "
+                             "remove armie from backends")
+    why = arm64_vm.missing()
+    if why is not None:
+        raise ToolchainError(f"backend armie with via: guest counts with DynamoRIO in the arm64 guest: {why}")
+    about = arm64_vm.find_guest().describe()
+    ready = Ready({"armie": f"DynamoRIO {about.get('dynamorio', '?')} with the harness's ROI client in the arm64 guest "
+                            f"(kernel {about.get('kernel', '?')}; {arm64_vm.qemu_version()})"})
+    left = not_run(sweep)
+    if left:
+        ready.notes.append(f"armie (DynamoRIO in the guest): VL {', '.join(map(str, sorted(left)))}: "
+                           f"{sum(left.values())} cells {arm64_vm.NOT_RUN_VL}")
+    return ready
+
+
+def not_run(sweep: Sweep) -> dict[int, int]:
+    """The sweep's armie cells DynamoRIO in the guest does not run, by VL (none via ArmIE)."""
+    if via(sweep) != VIA_GUEST:
+        return {}
+    out: dict[int, int] = {}
+    for run in (r for j in _planned(sweep) for r in j.runs if not armie_guest.runs_here(r)):
+        out[run.vl] = out.get(run.vl, 0) + 1
+    return out
+
+
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
+    """The sweep's count jobs; via the guest, each with the runs DynamoRIO runs (VL 128/256/512)
+    and none left without one: one guest boot per job, one drrun process per VL (armie_guest)."""
+    planned = _planned(sweep)
+    if via(sweep) != VIA_GUEST:
+        return planned
+    kept = [replace(j, runs=tuple(r for r in j.runs if armie_guest.runs_here(r))) for j in planned]
+    return [j for j in kept if j.runs]
+
+
+def _planned(sweep: Sweep) -> list[Job]:
     # The first counting backend also counts perf's SVE cells at perf's sizes (analysis.core.perf_cells).
     return sweep.count_jobs(NAME, perf_reference=registry.first_counting(sweep) == NAME)
 
 
 def time_factor(sweep: Sweep) -> float:
-    return 1.0
+    """Via the guest: a run may take armie_guest.TIME_FACTOR times QEMU's (DynamoRIO's code cache
+    under system-mode TCG); a job's boot adds armie_guest.BOOT_SECONDS."""
+    return armie_guest.TIME_FACTOR if via(sweep) == VIA_GUEST else 1.0
 
 
 def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
-    return {}
+    return {"via": via(sweep)}  # the job reads its plan, not the sweep
 
 
 def inputs(build_dir: Path) -> list[str]:
@@ -88,6 +167,8 @@ def inputs(build_dir: Path) -> list[str]:
 
 
 def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    if plan.settings.get("via") == VIA_GUEST:
+        return armie_guest_job.run_job(plan, log)
     binary = Path(plan.binary)
     return {}, count_job(plan, lambda run, limit: run_once(binary, plan.cpu_model, run, limit), log)
 
@@ -96,8 +177,31 @@ def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]
     return client_metrics(run, mnemonics)
 
 
-check_record = check_client_record  # the counting clients' shape
-report = no_report
+def check_record(run: dict[str, Any], where: str) -> None:
+    """The counting clients' shape; a run of DynamoRIO in the guest has the ROI's counts only (its
+    client counts nothing outside the markers)."""
+    guest = isinstance(run.get("inscount"), dict) and run["inscount"].get("client") == armie_guest_job.CLIENT_NAME
+    check_client_record(run, where, whole=not guest)
+
+
+def report(counts: DataFrame, prov: DataFrame) -> list[str]:
+    """results/summary.md's section on its rows: their ROI total and SVE count against the other
+    counting backend's (QEMU's), cell by cell, as bench prints them (armie_guest.agreement): the
+    cells that differ with both counts, those without a row, and, counted by DynamoRIO in the
+    guest, the cells at the VLs it does not run, as not run."""
+    mine = prov[prov["backend"] == NAME]
+    if mine.empty:
+        return []
+    # A provenance table of an older harness has no evidence column: its rows are ArmIE's own.
+    evidence = sorted(set(mine["evidence"])) if "evidence" in mine else [EVIDENCE]
+    guest = evidence == [GUEST_EVIDENCE]
+    result = armie_guest.agreement(counts, NAME, " and ".join(evidence), arm64_vm.DYNAMORIO_VLS if guest else None)
+    if result is None:
+        return ["", f"## {NAME}'s counts ({', '.join(evidence)})", "",
+                "No other counting backend's rows to compare them with: list qemu in the sweep's backends."]
+    cells = [f"- {ln.strip()}" for ln in result.cell_lines()]
+    return ["", f"## {NAME}'s counts ({result.counted_by}) against the {result.reference}'", "",
+            f"{result.verdict()}.", *([""] + cells if cells else [])]
 
 
 def bench(b: Bench) -> tuple[dict[str, Any] | None, list[str]]:

@@ -16,14 +16,16 @@ at a VL DynamoRIO cannot run (it crashes at start-up at VL 384, 640, 1024, 2048)
 not run, never dropped.
 
 `./harness bench --only armie` runs it on the default sweep (armie.bench); the test is
-tests/test_arm64_vm.py.
+tests/test_arm64_vm.py. A sweep file with `armie: {via: guest}` runs the same processes as the
+armie backend's jobs (armie_guest_job: one boot per job, its binary's runs one drrun process per
+VL), and results/summary.md compares its rows with QEMU's (`agreement`, the comparison bench prints).
 """
 from __future__ import annotations
 
 import heapq
 import resource
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -54,6 +56,8 @@ BOOT_SECONDS = 120.0
 # The counts compared, as the counts table names them.
 METRICS = ("roi.total", "roi.sve")
 KEY = ["kernel", "variant", "op", "dtype", "build", "cpu_model", "compiler", "vl", "size"]
+# What rows counted here are (provenance.csv's evidence column, the verdict tables, the summary).
+EVIDENCE = "DynamoRIO in the guest"
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ class Result:
     """What `compare` found: the cells compared, those that differ (with both counts), the
     cells not run by VL and why, and the batches' times and provenance."""
     reference: str  # the backend the counts were compared with, as the verdicts name it
+    counted_by: str = f"{EVIDENCE} (ArmIE's stand-in)"
     compared: int = 0
     equal: int = 0
     differ: list[str] = field(default_factory=list)
@@ -104,17 +109,38 @@ class Result:
                 "batch_seconds": self.batch_seconds, "seconds": round(self.seconds, 1),
                 "cpu_s": round(self.cpu_seconds, 1), "provenance": self.provenance}
 
+    def tally(self, name: str, got: tuple[int, int], ref: dict[str, int]) -> None:
+        """One cell compared: (ROI total, SVE count) against the reference's counts of it."""
+        expected = (ref["roi.total"], ref.get("roi.sve", 0))
+        self.compared += 1
+        if got == expected:
+            self.equal += 1
+        else:
+            self.differ.append(f"{name}: {got[0]} total, {got[1]} SVE; {self.reference} {expected[0]} total, "
+                               f"{expected[1]} SVE")
+
+    def verdict(self) -> str:
+        return (f"{self.counted_by} vs {self.reference}, ROI total and SVE count per cell: "
+                f"{self.equal} of {self.compared} cells equal")
+
     def lines(self) -> list[str]:
-        out = [f"DynamoRIO in the guest (ArmIE's stand-in) vs {self.reference}, ROI total and SVE count per cell: "
-               f"{self.equal} of {self.compared} cells equal; {len(self.batch_seconds)} boots, {self.processes} DynamoRIO "
-               f"processes, {self.seconds:.1f} s "
-               f"({self.cpu_seconds:.0f} CPU s)"]
-        out += [f"  differs: {d}" for d in self.differ]
+        """What bench prints: the verdict with the boots' cost, then the cells (`cell_lines`)."""
+        return [f"{self.verdict()}; {len(self.batch_seconds)} boots, {self.processes} DynamoRIO processes, "
+                f"{self.seconds:.1f} s ({self.cpu_seconds:.0f} CPU s)"] + self.cell_lines()
+
+    def cell_lines(self) -> list[str]:
+        """Each cell that differs (both counts), each that gave no count, and the cells not run by VL."""
+        out = [f"  differs: {d}" for d in self.differ]
         out += [f"  no count: {f}" for f in self.failed]
         if self.not_run:
             vls = ", ".join(str(v) for v in sorted(self.not_run))
             out.append(f"  VL {vls}: {sum(self.not_run.values())} cells {self.not_run_why}")
         return out
+
+
+def runs_here(run: Run) -> bool:
+    """Whether DynamoRIO in the guest runs this cell: an SVE run at a VL it supports."""
+    return run.sve and run.vl in arm64_vm.DYNAMORIO_VLS
 
 
 def cells(sweep: Sweep, backend: str) -> tuple[list[Cell], dict[int, int]]:
@@ -127,7 +153,7 @@ def cells(sweep: Sweep, backend: str) -> tuple[list[Cell], dict[int, int]]:
             continue
         twin = replace(job.binary, backend=backend)
         for run in job.runs:
-            if run.vl in arm64_vm.DYNAMORIO_VLS and run.sve:
+            if runs_here(run):
                 out.append(Cell(twin, job.cpu_model, run))
             else:
                 not_run[run.vl] = not_run.get(run.vl, 0) + 1
@@ -161,21 +187,31 @@ def batches(items: Sequence[T], weight: Callable[[T], float], n: int) -> list[li
 
 
 def processes(todo: Sequence[Cell]) -> list[list[Cell]]:
-    """The cells grouped into drrun processes: one per binary and VL, in the order the binaries
-    first appear; in a process the runs of one size and parameter set are consecutive (the
+    """The cells grouped into drrun processes: one per binary and VL (`one_process_each`)."""
+    return one_process_each(todo, lambda c: (c.binary, c.run.vl), lambda c: c.run)
+
+
+def one_process_each(items: Sequence[T], key: Callable[[T], Hashable], run: Callable[[T], Run]) -> list[list[T]]:
+    """`items` grouped by `key` (one binary at one VL: a drrun process), in the order each group
+    first appears; in a process the runs of one size and parameter set are consecutive (the
     driver keeps one set's preparation, docs/contracts.md section 1), as qemu.batches orders them."""
-    groups: dict[tuple[Binary, int], list[Cell]] = {}
-    for cell in todo:
-        groups.setdefault((cell.binary, cell.run.vl), []).append(cell)
-    return [sorted(g, key=lambda c: c.run.argv()[1:]) for g in groups.values()]
+    groups: dict[Hashable, list[T]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return [sorted(g, key=lambda i: run(i).argv()[1:]) for g in groups.values()]
 
 
 def command(group: Sequence[Cell]) -> str:
     """One drrun of the driver's batch mode for a process's cells (one binary, one VL)."""
     first = group[0]
     assert all(c.binary == first.binary and c.run.vl == first.run.vl for c in group), "one binary and VL a process"
-    return arm64_vm.dynamorio_command(first.run.vl, [f"./{first.guest_path()}", *batch_argv([c.run for c in group])],
-                                      CLIENT_ARGS)
+    return drrun(first.guest_path(), [c.run for c in group])
+
+
+def drrun(path: str, runs: Sequence[Run]) -> str:
+    """The guest command running `runs` of the binary at `path` in the share (all at one VL) in
+    one DynamoRIO process, the driver's batch mode."""
+    return arm64_vm.dynamorio_command(runs[0].vl, [f"./{path}", *batch_argv(runs)], CLIENT_ARGS)
 
 
 def split_output(group: Sequence[Cell], out: arm64_vm.Output) -> list[arm64_vm.Output]:
@@ -200,21 +236,27 @@ def split_output(group: Sequence[Cell], out: arm64_vm.Output) -> list[arm64_vm.O
 
 
 def read_output(cell: Cell, out: arm64_vm.Output) -> tuple[int, int]:
-    """(ROI total, ROI SVE count) of one run in the guest; RunError naming the cell when the run
-    failed, ran at another VL, or printed no count."""
+    """(ROI total, ROI SVE count) of one run in the guest (`read_run`)."""
+    _, got = read_run(cell.name(), cell.run.vl, out)
+    return got["total"], got["sve"]
+
+
+def read_run(name: str, vl: int, out: arm64_vm.Output) -> tuple[dict[str, str], dict[str, Any]]:
+    """The kernel's `ok` line and the client's count (armie_format.parse_inscount) of one run in
+    the guest; RunError when the run failed, ran at another VL than `vl`, or printed no count."""
     if out.rc != 0:
         lines = (out.stderr.strip() or out.stdout.strip() or f"exit {out.rc}").splitlines()
         # The kernel's own error line (docs/contracts.md 1) over what DynamoRIO printed after it.
         last = next((ln for ln in reversed(lines) if ln.startswith(("FAIL: ", "usage error: "))), lines[-1])
         raise RunError(f"exit {out.rc}: {last[:200]}")
-    fields = parse_ok_line(out.stdout, cell.name())
-    if int(fields["vl"]) != cell.run.vl:
+    fields = parse_ok_line(out.stdout, name)
+    if int(fields["vl"]) != vl:
         raise RunError(f"the kernel ran at VL {fields['vl']}")
     try:
         got = parse_inscount(out.stdout + out.stderr)
     except ValueError as e:
         raise RunError(str(e)) from None
-    return got["total"], got["sve"]
+    return fields, got
 
 
 def compare(sweep: Sweep, counts: DataFrame, backend: str, binaries: Callable[[list[Binary]], dict[Binary, Path]],
@@ -248,19 +290,13 @@ def compare(sweep: Sweep, counts: DataFrame, backend: str, binaries: Callable[[l
         result.batch_seconds.append(batch.seconds)
         result.provenance = batch.provenance
         for cell, out in ((c, o) for g, out in zip(part, batch.outputs) for c, o in zip(g, split_output(g, out))):
-            result.compared += 1
             try:
                 got = read_output(cell, out)
             except RunError as e:
+                result.compared += 1
                 result.failed.append(f"{cell.name()}: {e}")
                 continue
-            ref = want[cell.key()]
-            expected = (ref["roi.total"], ref.get("roi.sve", 0))
-            if got == expected:
-                result.equal += 1
-            else:
-                result.differ.append(f"{cell.name()}: DynamoRIO {got[0]} total, {got[1]} SVE; "
-                                     f"{reference} {expected[0]} total, {expected[1]} SVE")
+            result.tally(cell.name(), got, want[cell.key()])
     return result
 
 
@@ -300,3 +336,34 @@ def _run_batch(sweep: Sweep, guest: arm64_vm.Guest, numbered: tuple[int, list[li
     needed = {g[0].guest_path() for g in part}
     return arm64_vm.run_batch(guest, [command(g) for g in part], {k: v for k, v in files.items() if k in needed}, limit,
                               f"DynamoRIO batch {i + 1}")
+
+
+def agreement(counts: DataFrame, backend: str, counted_by: str, vls: Sequence[int] | None) -> Result | None:
+    """`backend`'s rows of the counts table against the other counting backend's (QEMU's), cell
+    by cell, as bench compares them: each of the reference's cells at `vls` (None: every VL)
+    compared, those at other VLs not run. None when the table has no other counting backend."""
+    others = sorted(b for b in set(counts["backend"])
+                    if b != backend and b in REGISTRY and REGISTRY[b].STAGE == "count")
+    if not others:
+        return None
+    reference = others[0]
+    got, want = reference_counts(counts, backend), reference_counts(counts, reference)
+    result = Result(REGISTRY[reference].EVIDENCE, counted_by)
+    for key in sorted(want):
+        name, vl = key_name(key), key[KEY.index("vl")]
+        if vls is not None and vl not in vls:
+            result.not_run[vl] = result.not_run.get(vl, 0) + 1
+        elif key not in got:
+            result.compared += 1
+            result.failed.append(f"{name}: no {backend} row")
+        else:
+            result.tally(name, (got[key]["roi.total"], got[key].get("roi.sve", 0)), want[key])
+    return result
+
+
+def key_name(key: tuple[Any, ...]) -> str:
+    """A cell of the counts table as Cell.name() names one (KEY order)."""
+    k = dict(zip(KEY, key))
+    opd = f" {k['op']}/{k['dtype']}" if k["op"] != "-" else ""
+    return (f"{k['kernel']}-{k['variant']}{opd} {k['compiler']} {k['build']} {k['cpu_model']} VL {k['vl']} "
+            f"size {k['size']}")

@@ -175,7 +175,7 @@ def agreement(counts: DataFrame) -> DataFrame:
         columns={"cpu_model_gem5": "system", "value_gem5": "gem5_insts", "value_qemu": "qemu_roi"})
 
 
-def report(counts: DataFrame) -> list[str]:
+def report(counts: DataFrame, prov: DataFrame) -> list[str]:
     """results/summary.md's sections on gem5: its sampled cycles with their intervals (a sampled
     sweep), and its instructions against QEMU's (none without cells of both)."""
     return gem5_sampled.report(counts) + agreement_report(counts)

@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         ran = set(counts["backend"])
         claims = [claim(c, counts, prov, sweep, ran) for c in sweep.checks]
         explain.write_cells(sweep, counts, prov, discussed_cells(sweep), ns.summary.parent / "explain")
-        write_summary(claims, counts, ns.summary, sweep, [ln for b in REGISTRY.values() for ln in b.report(counts)])
+        reports = [ln for b in REGISTRY.values() for ln in b.report(counts, prov)]
+        write_summary(claims, counts, ns.summary, sweep, reports)
         extra = ratio_tables(counts, prov, sweep)
         if extra:
             with ns.summary.open("a") as out:
