@@ -426,6 +426,7 @@ def test_an_emulated_node_s_sve_runs_are_compared_with_the_sweep_s_counts(monkey
     perf table the sweep's counts.csv (rules/measure.smk), as for runs in the guest."""
     monkeypatch.setattr(P, "host_has_sve", lambda cpuinfo=None: True)
     monkeypatch.setattr(P, "emulated_machine", lambda compatible=None: P.EMULATED_MACHINE)
+    monkeypatch.setattr(P.perf_vls, "granted_vls", lambda vls: {vl: vl for vl in vls})
     ready = P.preflight(config.load(PERF_HOST))
     assert ready is not None
     if not ready.found["perf"]:
@@ -440,14 +441,14 @@ def test_a_vl_the_cpu_lacks_refuses_the_sweep_in_one_line_naming_the_vl_granted(
     """prctl grants the largest offered VL not above the one asked (read on the node's -cpu a64fx:
     384 -> 256, 1024 -> 512): the preflight says so before anything is built or run."""
     grants = {128: 128, 256: 256, 384: 256, 512: 512, 1024: 512}
-    P.check_offered([128, 256, 512], grants)
-    with pytest.raises(P.ToolchainError) as e:
-        P.check_offered([128, 384, 512, 1024], grants)
+    P.perf_vls.check_offered([128, 256, 512], grants)
+    with pytest.raises(P.perf_vls.ToolchainError) as e:
+        P.perf_vls.check_offered([128, 384, 512, 1024], grants)
     assert str(e.value) == ("perf: this CPU does not offer VL 384 (prctl grants 256), VL 1024 (prctl grants 512); of "
                             "the VLs asked it offers 128, 512: set perf: vector_lengths in the sweep file to VLs it offers")
 
 
 @pytest.mark.skipif(not P.host_has_sve(), reason="needs an SVE host (the arm64 node: ci/aarch64-node)")
 def test_the_grants_are_read_from_the_kernel() -> None:
-    grants = P.granted_vls([128, 2048])
+    grants = P.perf_vls.granted_vls([128, 2048])
     assert grants[128] == 128 and 128 <= grants[2048] <= 2048

@@ -17,7 +17,6 @@ import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +27,12 @@ from analysis.backends import (GUEST_META, Bench, Plan, Ready, RecordError, RunE
 from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.X names them as before
     BANDWIDTH, NOT_COUNTED, OK, SEP, TIME, UNKNOWN, UNSUPPORTED, describe, parse_csv, parse_times, stat_command,
     stats_rows, traffic_bytes)
+from analysis.backends import perf_vls
 from analysis.backends.perf_guest_check import stats_report  # perf_summary.md: its counts in the guest vs QEMU's
 from analysis.core import config
 from analysis.core.config import Job, Run, Sweep
 from analysis.core.perf_cells import native_build, native_jobs  # noqa: F401 (perf.native_build, as before)
-from analysis.core.toolchain import EMULATED_MACHINE, ToolchainError, emulated_machine, host_has_sve  # noqa: F401 (perf.X)
+from analysis.core.toolchain import EMULATED_MACHINE, emulated_machine, host_has_sve  # noqa: F401 (perf.X)
 
 NAME = "perf"
 STAGE = "measure"
@@ -196,28 +196,6 @@ def perf_jobs(sweep: Sweep, sve: bool, host: bool) -> list[Job]:
 
 # --- the backend protocol (analysis.backends.Backend) ---------------------------------------
 
-# Each asked VL (bits) set in a child process, as the driver sets it: PR_SVE_SET_VL (50) grants the
-# largest length the CPU offers not above the one asked, in the low 16 bits of its result (bytes).
-GRANTS = ("import ctypes, sys\nc = ctypes.CDLL(None, use_errno=True)\n"
-          "print(*(c.prctl(50, int(v) // 8, 0, 0, 0) & 0xffff for v in sys.argv[1:]))\n")
-
-
-def granted_vls(vls: list[int]) -> dict[int, int]:
-    """The VL (bits) this CPU grants for each asked one."""
-    out = subprocess.run([sys.executable, "-c", GRANTS, *map(str, vls)], capture_output=True, text=True, check=True)
-    return {vl: 8 * int(g) for vl, g in zip(vls, out.stdout.split())}
-
-
-def check_offered(vls: list[int], grants: dict[int, int]) -> None:
-    """One line, before anything is built or written, when the CPU lacks a VL the perf section asks."""
-    lacking = [vl for vl in vls if grants.get(vl) != vl]
-    if lacking:
-        offered = ", ".join(str(v) for v in vls if v not in lacking) or "none"
-        raise ToolchainError(
-            "perf: this CPU does not offer " + ", ".join(f"VL {vl} (prctl grants {grants.get(vl)})" for vl in lacking)
-            + f"; of the VLs asked it offers {offered}: set perf: vector_lengths in the sweep file to VLs it offers")
-
-
 def preflight(sweep: Sweep) -> Ready | None:
     """What this machine can measure (perf found and allowed to count, SVE, host baselines);
     a note for each part it cannot. A VL the SVE CPU does not offer refuses the sweep."""
@@ -225,7 +203,7 @@ def preflight(sweep: Sweep) -> Ready | None:
     if status is None:
         return None
     if status.sve and not status.guest and sweep.perf is not None:
-        check_offered(list(sweep.perf.vector_lengths), granted_vls(list(sweep.perf.vector_lengths)))
+        perf_vls.check_offered(list(sweep.perf.vector_lengths), perf_vls.granted_vls(list(sweep.perf.vector_lengths)))
     versions = {"perf": status.version} if status.version and (status.sve or status.host) else {}
     return Ready(versions, notes=list(status.messages),
                  found={"perf": status.perf, "sve": status.sve, "host": status.host, "guest": status.guest,
