@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.core import arm64_node
+from analysis.core import arm64_node, config
 from conftest import REPO
 
 SETUP = REPO / "setup" / "arm64-node.sh"
@@ -195,6 +195,24 @@ def test_the_node_option_adds_its_tools_on_amd64_and_is_one_skip_line_on_arm64()
 def test_ci_refuses_an_unknown_step_in_one_line(node_cache: dict[str, str]) -> None:
     proc = run([str(CI), "--only", "bogus"], node_cache)
     assert proc.returncode == 2 and "--only bogus" in one_line(proc.stderr)
+
+
+@pytest.mark.parametrize("step", ["a64fx", "max", "vl256"])
+def test_each_perf_step_s_configs_are_valid(step: str) -> None:
+    """The sweep files ci/aarch64-node's perf steps give ci/node/perf-check.sh, read from the
+    script itself: each is valid, counts with QEMU (the reference) and asks perf for SVE runs."""
+    line = next(ln for ln in CI.read_text().splitlines() if ln.strip().startswith(f"{step}) step {step} "))
+    configs = [w for w in line.split() if w.startswith("ci/node/") and w.endswith(".yaml")]
+    assert configs and (REPO / configs[0]).exists()
+    for c in configs:
+        sweep = config.load(REPO / c)
+        assert sweep.perf is not None and sweep.perf.sve != "off"
+    assert config.load(REPO / configs[0]).backends == ["qemu"]
+
+
+def test_the_perf_check_s_bad_usage_is_one_line() -> None:
+    proc = subprocess.run([str(REPO / "ci" / "node" / "perf-check.sh"), "only-one"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "usage: ci/node/perf-check.sh CONFIG" in one_line(proc.stderr)
 
 
 def test_ci_without_the_node_is_one_line_naming_the_setup_command(node_cache: dict[str, str]) -> None:
