@@ -127,3 +127,16 @@ def test_on_an_emulated_node_w_is_each_binary_s_own_and_an_a64fx_compares_with_q
     assert lines[5:9] == ["| binary | w |", "|---|---|", "| pack-acle | 690 |", "| reduce-acle | 692 |"]
     assert [ln.split(": perf")[0] for ln in lines if ln.startswith("- ")] == [
         "- differs: reduce-acle max/float VL 512 size 4096", "- no count: pack-acle VL 256 size 65536: no QEMU plugins count (gcc, cpu a64fx)"]
+
+
+def test_on_an_emulated_node_a_cell_whose_fewest_process_counted_less_is_equal_by_its_most() -> None:
+    """Measured on the node: pack blocks_call VL 128 64 KiB, one of three processes 30 a call
+    fewer than the two others, which gave the binary's w."""
+    stats, counts, metas = _tables()
+    stats["min"] += 364
+    stats["max"] = stats["min"]  # every process the same ...
+    low = (stats["kernel"] == "pack") & (stats["vl"] == 512)
+    stats.loc[low, "min"] -= 30  # ... but one of this cell's, 30 a call fewer
+    metas = [{**m, "guest": {**GUEST, "node": True}} for m in metas]
+    lines = perf.stats_report(stats, metas, counts, guest_sweep())
+    assert lines[3].endswith("3 of 5 cells equal.") and "| pack-acle | 690 |" in lines

@@ -52,7 +52,8 @@ def compare(stats: DataFrame, metas: Sequence[dict[str, Any]], counts: DataFrame
     result = armie_guest.Result(REGISTRY[reference].EVIDENCE)
     want = armie_guest.reference_counts(counts, reference)
     windows: dict[str, set[int]] = {}
-    node: dict[str, list[tuple[float, str]]] = {}  # binary -> (w, line) of each of its cells on a node
+    # binary -> (w of the fewest, w of the most, line) of each of its cells on a node
+    node: dict[str, list[tuple[float, float, str]]] = {}
     rows = stats[(stats["metric"] == EVENT) & (stats["status"] == OK)]
     for r in rows.itertuples(index=False):
         meta = guest.get((r.kernel, r.variant, r.build))
@@ -75,20 +76,22 @@ def compare(stats: DataFrame, metas: Sequence[dict[str, Any]], counts: DataFrame
         line = (f"{cell}: perf {fewest} in a process of {n_calls} calls; {result.reference} roi.total "
                 f"{ref['roi.total']}: w = {w:g}")
         if meta[GUEST_META].get("node"):
-            node.setdefault(binary, []).append((w, line))
+            most = (round(r.max * n_calls) + FIRST_ACK) / n_calls - ref["roi.total"]
+            node.setdefault(binary, []).append((w, most, line))
         elif w.is_integer() and WINDOW[0] <= w <= WINDOW[1]:
             result.equal += 1
             windows.setdefault(binary, set()).add(int(w))
         else:
             result.differ.append(line)
     for binary, cells in node.items():
-        # A node's window is not the guest's (its control pipes and clock differ: docs/guide/arm64-node.md):
-        # the binary's usual w stands for it, and a cell off it differs.
-        usual = Counter(w for w, _ in cells if w.is_integer()).most_common(1)
-        for w, line in cells:
-            if usual and w == usual[0][0]:
+        # A node's window is not the guest's (docs/guide/arm64-node.md): the binary's usual w stands
+        # for it. A node's process now and then counts less as well as more (measured: one of three
+        # 30 a call fewer), so a cell whose fewest or most gives that w is equal; else it differs.
+        usual = Counter(w for w, _, _ in cells if w.is_integer()).most_common(1)
+        for w, most, line in cells:
+            if usual and usual[0][0] in (w, most):
                 result.equal += 1
-                windows.setdefault(binary, set()).add(int(w))
+                windows.setdefault(binary, set()).add(int(usual[0][0]))
             else:
                 result.differ.append(line)
     return result, windows
