@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -459,9 +460,12 @@ def test_via_guest_without_the_guest_is_one_line_naming_the_setup_command(tmp_pa
     (tmp_path / "cache").mkdir()
     env["HARNESS_CACHE"] = str(tmp_path / "cache")
     for section, line in (
-            ("armie: {via: guest}", "error: backend armie with via: guest counts with DynamoRIO in the arm64 guest: "
-                                    "setup/arm64-vm.sh: the arm64 guest is not built (it would be "
-                                    f"{tmp_path}/cache/arm64-vm-{ABI}; fix: ./harness setup --with-arm64-vm)\n"),
+            # The first part the guest lacks: on a fresh machine its QEMU (qemu-system-aarch64), else the guest.
+            ("armie: {via: guest}", "error: backend armie with via: guest counts with DynamoRIO in the arm64 guest: " + (
+                "setup/arm64-vm.sh: the arm64 guest is not built (it would be "
+                f"{tmp_path}/cache/arm64-vm-{ABI}; fix: ./harness setup --with-arm64-vm)\n"
+                if shutil.which(arm64_vm.QEMU) else
+                f"{arm64_vm.QEMU} is not installed (fix: ./harness setup --with-arm64-vm)\n")),
             ("", "error: backend armie needs an AArch64 host with armie on PATH (module load armie); remove it from "
                  "backends here\n")):
         proc = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "analysis.commands.cli", "validate",
