@@ -392,7 +392,8 @@ def test_native_runs_on_an_emulated_node_are_labelled_and_count_instructions_onl
     monkeypatch.setattr(P, "host_cpu", lambda: P.A64FX_CPU)
     events = ["task-clock", "cycles", "instructions", "SVE_INST_RETIRED"]
     monkeypatch.setattr(P, "probe_events", lambda perf, evs: {e: P.UNKNOWN if e.isupper() else P.OK for e in evs})
-    monkeypatch.setattr(P, "run_process", lambda binary, run, s: {
+    layouts = []
+    monkeypatch.setattr(P, "run_process", lambda binary, run, s: layouts.append(s.fixed_layout) or {
         "vl_seen": run.vl, "checksum": "0", "command": [], "seconds": 0.1, "times_ns": [5, 5],
         "counters": [{"event": e, "value": 7.0, "unit": "", "status": P.OK, "running_pct": 100.0} for e in s.events]})
     run = config.Run(256, 4096, "-", "uint8", ())
@@ -406,7 +407,7 @@ def test_native_runs_on_an_emulated_node_are_labelled_and_count_instructions_onl
                                "SVE_INST_RETIRED": P.UNKNOWN}
     assert extra["cpu"] == ("emulated AArch64 node (aarch64 implementer 0x46 part 0x001; QEMU virt machine (device "
                             "tree: linux,dummy-virt)): emulated AArch64: instruction counts only, no A64FX timing")
-    assert extra["caveat"] == P.perf_guest.LABEL
+    assert extra["caveat"] == P.perf_guest.LABEL and layouts == [True]  # setarch -R: one layout a process
     assert extra["guest"]["node"] is True and extra["guest"]["counter"] == versions["perf"]
     assert extra["guest"]["compiler"] == versions["compiler.native"]
     assert P.evidence({**plan.meta, **extra}) == "perf on an emulated AArch64 node"

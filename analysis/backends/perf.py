@@ -297,6 +297,7 @@ class Settings:
     warmup: int
     flush_bytes: int
     core: int
+    fixed_layout: bool = False  # no address randomisation (an emulated node: exact counts)
 
 
 def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:
@@ -312,6 +313,10 @@ def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:
             "SVE_HARNESS_PERF_CTL_FD": str(ctl_w), "SVE_HARNESS_PERF_ACK_FD": str(ack_r),
         })
         cmd = perf_command(s.perf, list(s.events), work / "perf.csv", (ctl_r, ack_w), s.core, exe, run.argv())
+        if s.fixed_layout:
+            # No address randomisation (setarch -R) where counts are compared exactly: it moved pack
+            # blocks_call's 64 KiB cells by -30 to +273 a call between processes (arm64-node.md).
+            cmd = [shutil.which("setarch") or "setarch", platform.machine(), "-R", *cmd]
         t0 = time.monotonic()
         try:
             proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
@@ -364,7 +369,8 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
                            f"add it to the sweep's perf: events")
         probe = {ev: st if ev == perf_guest.EVENT or st == UNKNOWN else UNSUPPORTED for ev, st in probe.items()}
         accepted = [perf_guest.EVENT]
-    s = Settings(p["perf"], tuple(accepted), p["calls"], p["warmup"], p["flush_bytes"], p["core"])
+    s = Settings(p["perf"], tuple(accepted), p["calls"], p["warmup"], p["flush_bytes"], p["core"],
+                 fixed_layout=machine is not None)
     processes = p["processes"]
     records = []
     for i, run in enumerate(plan.runs, 1):
