@@ -2,7 +2,8 @@
 HARNESS_CPU_DIR set (analysis/core/cpu_record.py): five parts that add up to the sweep's CPU
 seconds as bench measures them (the rusage of Snakemake and every process under it):
 
-- qemu: the count jobs' QEMU processes (what each count job's Python waited for);
+- one per backend the sweep ran (qemu where gem5 is hidden): the count jobs' tool processes, QEMU
+  for qemu (what each count job's Python waited for);
 - builds: the build rules' jobs (compilers, linkers and the shells that start them);
 - count jobs' Python: the rest of each count job (its Python and its shell);
 - other jobs: collect and plot (the tables, figures and summary);
@@ -25,7 +26,8 @@ TIMES = re.compile(r"(\d+)m(\d+)\.(\d{3})s")
 # A build rule's shell runs its command file, <build_dir>/cmds/<rule>/... (rules/build.smk).
 BUILD_RULE = re.compile(r"\bbash '?[^ ']*/cmds/([a-z_]+)/")
 COUNT_JOB = "-m analysis.stages.count "
-PARTS = ("qemu", "builds", "count_python", "other_jobs", "snakemake")
+# Beside one part per backend whose count jobs ran (named as the backend).
+PARTS = ("builds", "count_python", "other_jobs", "snakemake")
 
 
 class PartsError(Exception):
@@ -94,12 +96,10 @@ def parts(total_s: float, where: Path) -> dict[str, Any]:
     total = round(1000 * total_s)
     count_ms = sum(j.ms for j in jobs if j.kind == "count")
     builds = {k: sum(j.ms for j in jobs if j.kind == k) for k in sorted({j.kind for j in jobs} - {"count", "other"})}
-    ms = {"qemu": tools.get("qemu", 0),
+    ms = {**dict(sorted(tools.items())),
           "builds": sum(builds.values()),
           "count_python": count_ms - sum(tools.values()),
           "other_jobs": sum(j.ms for j in jobs if j.kind == "other")}
-    # Other backends' tools (gem5 where it is not hidden) are parts of their own.
-    ms.update({f"{b}_processes": v for b, v in tools.items() if b != "qemu"})
     ms["snakemake"] = total - sum(ms.values())
     n_count = sum(j.kind == "count" for j in jobs)
     out: dict[str, Any] = {
@@ -136,7 +136,6 @@ def lines(p: dict[str, Any], wall_s: float, load: float) -> list[str]:
     tenth = lambda k: "; more than a tenth of the sweep" if share[k] > 0.1 else "; within a tenth of the sweep"
     j = p["jobs"]
     notes = {
-        "qemu": f"{j['count']} count jobs' QEMU processes",
         "builds": f"{j['build']} build jobs: " + ", ".join(f"{k} {v / 1000:.1f}" for k, v in p["builds_by_rule_ms"].items()),
         "count_python": f"{j['count']} count jobs, {p['count_python_per_job_ms']} ms each{tenth('count_python')}",
         "other_jobs": f"{j['other']} jobs: collect, plot",
@@ -149,5 +148,6 @@ def lines(p: dict[str, Any], wall_s: float, load: float) -> list[str]:
     out = [f"  CPU seconds by part ({total / 1000:.1f} CPU s, {wall_s:.1f} s wall, load average {load:.2f} at the start; "
            "the parts add up to the total):"]
     for k, v in p["parts_ms"].items():
-        out.append(f"    {k:14s} {v / 1000:7.1f} CPU s {100 * share[k]:5.1f} %  ({notes.get(k, 'its count jobs processes')})")
+        note = notes.get(k, f"{j['count']} count jobs' {k} processes")
+        out.append(f"    {k:14s} {v / 1000:7.1f} CPU s {100 * share[k]:5.1f} %  ({note})")
     return out
