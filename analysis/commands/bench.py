@@ -54,8 +54,7 @@ import yaml
 
 from analysis.backends import Bench, perf, qemu
 from analysis.backends.registry import REGISTRY
-from analysis.commands import bench_parts
-from analysis.commands import report as report_page
+from analysis.commands import bench_parts, report as report_page
 from analysis.commands.bench_common import HIDDEN, TARGETS, timed, verdict
 from analysis.commands.bench_slurm import slurm_sweeps
 from analysis.commands.guard import snakemake_cmd
@@ -91,8 +90,7 @@ def sweep_time(cfg: str, work: Path, cores: int, hidden: bool = False, target: s
                results: Path | None = None, cpu_dir: Path | None = None) -> tuple[float, float]:
     """Wall and CPU time of one sweep's target (counts_all: everything but the perf
     measurements); hidden=True hides the backends that say how (Backend.HIDE_ENV: gem5), so
-    that only the counts are timed. `results`: a results folder other than work/results;
-    `cpu_dir`: where the sweep's processes record their CPU seconds (bench_parts)."""
+    that only the counts are timed. `results`: other than work/results; `cpu_dir`: see bench_parts."""
     over = {"results_dir": str(results or work / "results"), "build_dir": str(work / "build")}
     env = {**os.environ, **(HIDDEN if hidden else {}), **({cpu_record.ENV: str(cpu_dir)} if cpu_dir else {})}
     # Snakemake 9's --quiet takes choices and would read a target after it as one: targets first.
@@ -211,9 +209,7 @@ def sweep_figure(cfg: str, work: Path, cores: int, target: float, cpu_target: fl
                  with_parts: bool = False) -> dict[str, Any]:
     """A sweep from a clean tree; `with_parts`: its CPU seconds in parts (bench_parts) as well."""
     sweep = config.load(REPO / cfg)
-    cpu_dir = work / "cpu" if with_parts else None
-    if cpu_dir is not None:
-        cpu_dir.mkdir(parents=True)
+    cpu_dir = bench_parts.record_dir(work) if with_parts else None
     wall, cpu = sweep_time(cfg, work, cores, hidden=True, cpu_dir=cpu_dir)
     extra = {"cpu_parts": bench_parts.parts(cpu, cpu_dir)} if cpu_dir is not None else {}
     return figure(wall, cpu, target, cpu_target, config=cfg, config_hash=config_hash(REPO / cfg), jobs=len(sweep.jobs()),
@@ -335,13 +331,12 @@ def run_parts(ns: argparse.Namespace) -> int:
     print(f"setup (no-op path): {report['setup_noop_s']} s", flush=True)
     work = Path(tempfile.mkdtemp(prefix="sve-bench-"))
     try:
-        load = os.getloadavg()[0]
         d = report["default"] = sweep_figure(ns.config, work / "default", ns.cores, TARGETS["default_s"],
                                              TARGETS["default_cpu_s"], with_parts=True)
         print(f"default count sweep, clean tree: {d['seconds']} s ({d['cpu_s']} CPU s) for {d['runs']} runs "
               f"({verdict(d['seconds'], d['target_s'])}; {verdict(d['cpu_s'], d['cpu_target_s'], 'CPU target')})",
               flush=True)
-        print("\n".join(bench_parts.lines(d["cpu_parts"], d["seconds"], load)), flush=True)
+        print("\n".join(bench_parts.lines(d["cpu_parts"], d["seconds"], report["load_avg_start"])), flush=True)
         o = report["out_of_roi"] = out_of_roi(work / "default" / "results" / "counts.csv")
         print(f"guest instructions: {o['whole']:,} whole program, {o['roi']:,} in the ROI; "
               f"{100 * o['outside_share']:.1f} % outside the ROI (copying prepared inputs back, poison loops, "

@@ -54,6 +54,12 @@ class Job:
         return m.group(1) if m else "other"
 
 
+def record_dir(work: Path) -> Path:
+    """A new folder for a sweep's records under `work` (HARNESS_CPU_DIR)."""
+    (work / "cpu").mkdir(parents=True)
+    return work / "cpu"
+
+
 def parse_job(text: str) -> Job:
     """A job record: two lines of `times`, then the command."""
     head, _, command = text.partition("\n")
@@ -83,10 +89,11 @@ def read(where: Path) -> tuple[list[Job], dict[str, int], dict[str, dict[str, fl
             tools[backend] = tools.get(backend, 0) + round(1000 * values["children_s"])
         elif kind.startswith("snakemake_"):
             snakemake[kind.removeprefix("snakemake_")] = values
-    counts = sum(j.kind == "count" for j in jobs)
-    if sum(1 for p in where.glob("children_*")) != counts:
-        raise PartsError(f"{counts} count jobs recorded their shell but "
-                         f"{sum(1 for p in where.glob('children_*'))} their tools: the records do not pair")
+    # Every count job writes both records: a count job whose shell record has no tools record
+    # beside it (or the reverse) would put its tools' CPU in the wrong part.
+    counts, with_tools = sum(j.kind == "count" for j in jobs), len(list(where.glob("children_*")))
+    if counts != with_tools:
+        raise PartsError(f"{counts} count jobs recorded their shell but {with_tools} their tools: the records do not pair")
     return jobs, tools, snakemake
 
 
@@ -133,16 +140,15 @@ def lines(p: dict[str, Any], wall_s: float, load: float) -> list[str]:
     Python and Snakemake, and whether either is more than a tenth of the sweep."""
     total = p["total_cpu_ms"]
     share = {k: v / total if total else 0.0 for k, v in p["parts_ms"].items()}
-    tenth = lambda k: "; more than a tenth of the sweep" if share[k] > 0.1 else "; within a tenth of the sweep"
     j = p["jobs"]
     notes = {
         "builds": f"{j['build']} build jobs: " + ", ".join(f"{k} {v / 1000:.1f}" for k, v in p["builds_by_rule_ms"].items()),
-        "count_python": f"{j['count']} count jobs, {p['count_python_per_job_ms']} ms each{tenth('count_python')}",
+        "count_python": f"{j['count']} count jobs, {p['count_python_per_job_ms']} ms each{_tenth(share['count_python'])}",
         "other_jobs": f"{j['other']} jobs: collect, plot",
         "snakemake": (f"planning {p['snakemake_planning_ms'] / 1000:.1f} s before the first job, then "
                       f"{p['snakemake_per_job_ms']} ms per job for {sum(j.values())} jobs, its exit "
                       f"{p['snakemake_exit_ms'] / 1000:.1f}, tools it ran {p['snakemake_tools_ms'] / 1000:.1f}, job CPU "
-                      f"no record holds {p['unrecorded_jobs_ms'] / 1000:.1f}{tenth('snakemake')}"
+                      f"no record holds {p['unrecorded_jobs_ms'] / 1000:.1f}{_tenth(share['snakemake'])}"
                       if "snakemake_self_ms" in p else "no Snakemake records: the rest of the sweep's CPU"),
     }
     out = [f"  CPU seconds by part ({total / 1000:.1f} CPU s, {wall_s:.1f} s wall, load average {load:.2f} at the start; "
@@ -151,3 +157,8 @@ def lines(p: dict[str, Any], wall_s: float, load: float) -> list[str]:
         note = notes.get(k, f"{j['count']} count jobs' {k} processes")
         out.append(f"    {k:14s} {v / 1000:7.1f} CPU s {100 * share[k]:5.1f} %  ({note})")
     return out
+
+
+def _tenth(share: float) -> str:
+    """Issue 53 cuts the count jobs' Python and Snakemake where either is more than a tenth."""
+    return "; more than a tenth of the sweep" if share > 0.1 else "; within a tenth of the sweep"
