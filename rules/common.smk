@@ -9,6 +9,7 @@ sys.path.insert(0, workflow.basedir)
 
 from analysis.backends import registry as R
 from analysis.core import config as C
+from analysis.core import cpu_record
 from analysis.core import failure as F
 from analysis.core import groups as G
 from analysis.core import snakemake_locks
@@ -189,6 +190,16 @@ wildcard_constraints:
 onstart:
     if workflow.local_exec:
         workflow.scheduler.job_rate_limiter = None
+    cpu_record.snakemake("start")
+
+
+# ./harness bench's CPU parts (analysis/core/cpu_record.py): with HARNESS_CPU_DIR set, every job's
+# shell records its CPU seconds and command, and Snakemake its own at the start and the end.
+if cpu_record.directory() is not None:
+    shell.suffix(literal(cpu_record.SHELL_SUFFIX))
+
+    onsuccess:
+        cpu_record.snakemake("end")
 
 # The Snakemake that runs a group inside a Slurm job (srun's: the local executor, not the main
 # process) is started with --no-hooks, so onstart does not run there: a sweep that is one Slurm

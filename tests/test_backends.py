@@ -359,7 +359,7 @@ def test_a_count_job_imports_its_own_backend_and_not_the_sweep_s_configuration(t
     assert {m for m in modules if m.split(".")[0] == "analysis"} == {
         "analysis", "analysis.backends", "analysis.backends.clients", "analysis.backends.qemu", "analysis.backends.registry",
         "analysis.backends.staging", "analysis.core",
-        "analysis.core.backend_path", "analysis.core.files", "analysis.core.run", "analysis.core.toolchain", "analysis.stages"}
+        "analysis.core.backend_path", "analysis.core.cpu_record", "analysis.core.files", "analysis.core.run", "analysis.core.toolchain", "analysis.stages"}
     assert not modules & {"yaml", "jsonschema", "pandas", "numpy", "snakemake", "statistics"}
     # A backend the registry does not know: the same one line as before, and no backend imported.
     out, proc = job(dataclasses.replace(plan, backend="nosuch"))

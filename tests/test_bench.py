@@ -56,6 +56,10 @@ def test_bench_runs_every_part_and_prints_each_target(tmp_path: Path) -> None:
     assert report["default"]["cpu_target_s"] == TARGETS["default_cpu_s"]
     assert f"; CPU target <= {TARGETS['default_cpu_s']:g}: " in proc.stdout
     assert report["regression_set"]["passed"] is True
+    # The default sweep's CPU seconds in parts (issue 53), printed, adding up to its total.
+    parts = report["default"]["cpu_parts"]
+    assert sum(parts["parts_ms"].values()) == parts["total_cpu_ms"]
+    assert "CPU seconds by part" in proc.stdout and "    qemu " in proc.stdout and "    snakemake " in proc.stdout
     # The re-run's figure is the median of three (one no-op start varies by a second here).
     rerun = report["rerun_noop"]
     assert len(rerun["runs_s"]) == 3 and rerun["seconds"] == round(sorted(rerun["runs_s"])[1], 2), rerun

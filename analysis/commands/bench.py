@@ -5,8 +5,9 @@ with other work the wall time says little, the CPU time stays comparable.
 
 1. setup: `setup/install.sh` on an installed machine (the no-op path every command pays);
 2. the default count sweep from a clean results and build tree (targets on 2 cores: <= 45 s and
-   <= 80 CPU s), and where its guest instructions go: the share outside the ROI (filling the
-   inputs, computing the reference, verifying) per kernel, from the sweep's own counts;
+   <= 80 CPU s), its CPU seconds in parts (QEMU, builds, the count jobs' Python, the other jobs,
+   Snakemake: bench_parts), and where its guest instructions go: the share outside the ROI
+   (filling the inputs, computing the reference, verifying) per kernel, from the sweep's own counts;
 3. the same sweep again with nothing changed, as a user re-runs it (`./harness sweep`), median of 3
    (target <= 1 s);
 4. the regression set (`./harness regress`) from a clean tree (target <= 10 s);
@@ -53,11 +54,11 @@ import yaml
 
 from analysis.backends import Bench, perf, qemu
 from analysis.backends.registry import REGISTRY
-from analysis.commands import report as report_page
+from analysis.commands import bench_parts, report as report_page
 from analysis.commands.bench_common import HIDDEN, TARGETS, timed, verdict
 from analysis.commands.bench_slurm import slurm_sweeps
 from analysis.commands.guard import snakemake_cmd
-from analysis.core import config, mpi
+from analysis.core import config, cpu_record, mpi
 from analysis.core.table import TableError, read_counts, read_provenance
 from analysis.stages import build
 from analysis.stages.checks import claim
@@ -86,12 +87,12 @@ def figure(seconds: float, cpu: float, target: float | None = None, cpu_target: 
     return out
 
 def sweep_time(cfg: str, work: Path, cores: int, hidden: bool = False, target: str = "counts_all",
-               results: Path | None = None) -> tuple[float, float]:
+               results: Path | None = None, cpu_dir: Path | None = None) -> tuple[float, float]:
     """Wall and CPU time of one sweep's target (counts_all: everything but the perf
     measurements); hidden=True hides the backends that say how (Backend.HIDE_ENV: gem5), so
-    that only the counts are timed. `results`: a results folder other than work/results."""
+    that only the counts are timed. `results`: other than work/results; `cpu_dir`: see bench_parts."""
     over = {"results_dir": str(results or work / "results"), "build_dir": str(work / "build")}
-    env = {**os.environ, **HIDDEN} if hidden else os.environ
+    env = {**os.environ, **(HIDDEN if hidden else {}), **({cpu_record.ENV: str(cpu_dir)} if cpu_dir else {})}
     # Snakemake 9's --quiet takes choices and would read a target after it as one: targets first.
     wall, cpu, _ = timed(snakemake_cmd(cfg, over, cores, [target, "--quiet", "all"]), cwd=REPO, env=env)
     return wall, cpu
@@ -204,11 +205,15 @@ def backend_parts(cfg: str, work: Path, cores: int, only: str | None = None) -> 
     out.update(b.extra)
     return out
 
-def sweep_figure(cfg: str, work: Path, cores: int, target: float, cpu_target: float | None = None) -> dict[str, Any]:
+def sweep_figure(cfg: str, work: Path, cores: int, target: float, cpu_target: float | None = None,
+                 with_parts: bool = False) -> dict[str, Any]:
+    """A sweep from a clean tree; `with_parts`: its CPU seconds in parts (bench_parts) as well."""
     sweep = config.load(REPO / cfg)
-    wall, cpu = sweep_time(cfg, work, cores, hidden=True)
+    cpu_dir = bench_parts.record_dir(work) if with_parts else None
+    wall, cpu = sweep_time(cfg, work, cores, hidden=True, cpu_dir=cpu_dir)
+    extra = {"cpu_parts": bench_parts.parts(cpu, cpu_dir)} if cpu_dir is not None else {}
     return figure(wall, cpu, target, cpu_target, config=cfg, config_hash=config_hash(REPO / cfg), jobs=len(sweep.jobs()),
-                  runs=sum(len(j.runs) for j in sweep.jobs()))
+                  runs=sum(len(j.runs) for j in sweep.jobs()), **extra)
 
 def memcpy_family(cfg: str, work: Path, cores: int) -> dict[str, Any]:
     """The memcpy family sweep (configs/memcpy.yaml) from a clean tree: its counts at every VL
@@ -307,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--counted {ns.counted}: no results/counts.csv there: run ./harness sweep first")
     try:
         return run_parts(ns)
-    except (config.ConfigError, TableError) as e:
+    except (config.ConfigError, TableError, bench_parts.PartsError) as e:
         # A sweep file or a counted tree a part cannot use: one line, as the other commands say it.
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -327,10 +332,11 @@ def run_parts(ns: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="sve-bench-"))
     try:
         d = report["default"] = sweep_figure(ns.config, work / "default", ns.cores, TARGETS["default_s"],
-                                             TARGETS["default_cpu_s"])
+                                             TARGETS["default_cpu_s"], with_parts=True)
         print(f"default count sweep, clean tree: {d['seconds']} s ({d['cpu_s']} CPU s) for {d['runs']} runs "
               f"({verdict(d['seconds'], d['target_s'])}; {verdict(d['cpu_s'], d['cpu_target_s'], 'CPU target')})",
               flush=True)
+        print("\n".join(bench_parts.lines(d["cpu_parts"], d["seconds"], report["load_avg_start"])), flush=True)
         o = report["out_of_roi"] = out_of_roi(work / "default" / "results" / "counts.csv")
         print(f"guest instructions: {o['whole']:,} whole program, {o['roi']:,} in the ROI; "
               f"{100 * o['outside_share']:.1f} % outside the ROI (copying prepared inputs back, poison loops, "

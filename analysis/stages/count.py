@@ -20,7 +20,7 @@ from pathlib import Path
 
 from analysis.backends import Plan, Ready, RunError, clean_stale_stages, exit_on_signals, write_raw
 from analysis.backends.registry import REGISTRY
-from analysis.core import files, toolchain
+from analysis.core import cpu_record, files, toolchain
 
 # What planning needs (the sweep, its kernel table, build commands and MPI libraries), in the
 # workflow's process. A job (`python -m`: this module is __main__) runs its plan without them
@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     except (toolchain.ToolchainError, RunError, files.WriteError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    cpu_record.count_job(plan.backend)
     return 0
 
 
