@@ -127,7 +127,7 @@ def detect(sweep: Sweep) -> PerfStatus | None:
         if (machine := emulated_machine()) is not None:
             status.node = True
             status.messages.append(f"perf: this AArch64 node is emulated ({machine}): SVE runs count "
-                                   f"{perf_guest.EVENT} only ({perf_guest.LABEL}; exact only under -icount)")
+                                   f"{perf_guest.EVENT} only ({perf_guest.LABEL}; exact only under -icount on one vCPU)")
     elif p.sve == "guest" and perf_guest.missing() is None:
         status.sve = status.guest = True
         status.messages.append(f"perf: SVE runs in the emulated AArch64 guest ({perf_guest.LABEL})")
@@ -314,8 +314,8 @@ def run_process(binary: Path, run: Run, s: Settings) -> dict[str, Any]:
         })
         cmd = perf_command(s.perf, list(s.events), work / "perf.csv", (ctl_r, ack_w), s.core, exe, run.argv())
         if s.fixed_layout:
-            # No address randomisation (setarch -R) where counts are compared exactly: it moved pack
-            # blocks_call's 64 KiB cells by -30 to +273 a call between processes (arm64-node.md).
+            # No address randomisation (setarch -R) where counts are compared exactly: it moved a
+            # whole process's count by 4 instructions (docs/guide/arm64-node.md).
             cmd = [shutil.which("setarch") or "setarch", platform.machine(), "-R", *cmd]
         t0 = time.monotonic()
         try:
