@@ -389,12 +389,12 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
     extra = {"cpu": host_cpu(), "traffic": p["traffic"], "events": probe, "calls": s.calls, "warmup": s.warmup,
              "flush_bytes": s.flush_bytes, "core": s.core, "processes": processes}
     if machine is not None:
-        # Recorded as the guest's runs are (perf_summary.md's tools line, the labels, the check
-        # against the QEMU plugins' counts: perf_guest_check).
+        # Recorded as the guest's runs are (the summary's tools line, the labels, perf_guest_check).
         versions = plan.meta.get("versions", {})
-        extra |= {"cpu": f"emulated AArch64 node ({host_cpu()}; {machine}): {perf_guest.LABEL}",
+        cpu = extra["cpu"]
+        extra |= {"cpu": f"emulated AArch64 node ({cpu}; {machine}): {perf_guest.LABEL}",
                   "caveat": perf_guest.LABEL,
                   GUEST_META: {"node": True, "counter": versions.get(NAME, p["perf"]), "kernel": platform.release(),
-                               "emulator": machine, "cpu_model": "a64fx" if host_cpu() == A64FX_CPU else "max",
+                               "emulator": machine, "cpu_model": "a64fx" if cpu == A64FX_CPU else "max",
                                "compiler": next((v for k, v in versions.items() if k.startswith("compiler.")), "?")}}
     return extra, records

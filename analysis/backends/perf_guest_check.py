@@ -34,18 +34,12 @@ CPU_MODEL = perf_cells.REFERENCE_CPU
 TITLE = "## perf in the guest against the QEMU plugins"
 
 
-def reference_compiler(sweep: Sweep, compiler: str, build: str) -> str | None:
-    """The sweep's cross compiler that builds what `compiler` builds for `build` in the guest, or
-    None (perf_cells.reference_compiler: the count jobs count perf's cells with it)."""
-    return perf_cells.reference_compiler(sweep, compiler, build)
-
-
 def compare(stats: DataFrame, metas: Sequence[dict[str, Any]], counts: DataFrame, sweep: Sweep) -> tuple[
         armie_guest.Result, dict[str, set[int]]]:
     """Each cell of the guest's raw files (`metas`) in the perf table against the reference
     backend's roi.total: the tally, and the windows w each binary's cells gave. In the guest w
     lies in WINDOW; on an emulated node (its meta says node) w is one per binary: the value most
-    of the binary's cells give (node_windows)."""
+    of the binary's cells give."""
     guest = {(m["kernel"], m["variant"], m["build"]): m for m in metas if m.get(GUEST_META)}
     backend = metas[0]["backend"]
     reference = armie_guest.reference_backend(sweep, backend)
@@ -66,7 +60,8 @@ def compare(stats: DataFrame, metas: Sequence[dict[str, Any]], counts: DataFrame
         binary = f"{r.kernel}-{r.variant}"
         cell = f"{binary}{'' if r.op == '-' else f' {r.op}/{r.dtype}'} VL {r.vl} size {r.size}"
         result.compared += 1
-        compiler = reference_compiler(sweep, r.compiler, r.build)
+        # The compiler the count jobs count perf's cells with.
+        compiler = perf_cells.reference_compiler(sweep, r.compiler, r.build)
         ref = want.get((r.kernel, r.variant, r.op, r.dtype, r.build, cpu, compiler, r.vl, r.size))
         if ref is None or "roi.total" not in ref:
             result.failed.append(f"{cell}: no {result.reference} count ({compiler}, cpu {cpu})")
