@@ -13,5 +13,5 @@ rule collect:
     log:
         f"{RESULTS}/logs/collect.log",
     shell:
-        logged("{PY} -m analysis.stages.collect " + literal(SWEEP_ARGS) + " --counts {output.counts:q} "
+        logged(STAGE_PY + " -m analysis.stages.collect " + literal(SWEEP_ARGS) + " --counts {output.counts:q} "
                "--provenance {output.provenance:q} {input.raw:q}")

@@ -11,6 +11,7 @@ from analysis.backends import registry as R
 from analysis.core import config as C
 from analysis.core import cpu_record
 from analysis.core import failure as F
+from analysis.core import files as FS
 from analysis.core import groups as G
 from analysis.core import snakemake_locks
 from analysis.core import toolchain as T
@@ -48,6 +49,11 @@ if workflow.is_main_process:
 # Quoted once here: every shell command of the rules starts with it, and the clone path may
 # hold spaces or shell characters.
 PY = shlex.quote(sys.executable)
+# The command of each stage that turns raw files into tables, checks and figures names the
+# harness's Python by its digest: Snakemake re-runs a job whose command text changed (its code
+# trigger), not one whose imported modules changed, so an upgraded harness kept the tables and
+# summaries an older one wrote. The count jobs' raw files are measurements, kept.
+STAGE_PY = f"HARNESS_CODE={FS.python_digest(Path(workflow.basedir) / 'analysis')} {{PY}}"
 BUILD = str(SWEEP.build_dir)
 RESULTS = str(SWEEP.results_dir)
 TABLE = SWEEP.table

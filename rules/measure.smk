@@ -24,7 +24,7 @@ rule perf_table:
     log:
         f"{RESULTS}/logs/perf_table.log",
     shell:
-        logged("{PY} -m analysis.stages.collect --stats {output:q} {input.raw:q}")
+        logged(STAGE_PY + " -m analysis.stages.collect --stats {output:q} {input.raw:q}")
 
 
 rule perf_plot:
@@ -39,6 +39,6 @@ rule perf_plot:
     log:
         f"{RESULTS}/logs/perf_plot.log",
     shell:
-        logged("{PY} -m analysis.stages.plot " + literal(SWEEP_ARGS) + " --stats {input.table:q} --summary {output.summary:q} "
+        logged(STAGE_PY + " -m analysis.stages.plot " + literal(SWEEP_ARGS) + " --stats {input.table:q} --summary {output.summary:q} "
                + literal("".join(f"--counts {shlex.quote(c)} " for c in PERF_COUNTS))
                + literal(" ".join(f"--message {shlex.quote(m)}" for m in PERF_MESSAGES)) + " {input.raw:q}")

@@ -29,5 +29,5 @@ rule plot:
     log:
         f"{RESULTS}/logs/plot.log",
     shell:
-        logged("{PY} -m analysis.stages.plot " + literal(SWEEP_ARGS) + " --counts {input.counts:q} --provenance {input.provenance:q} "
+        logged(STAGE_PY + " -m analysis.stages.plot " + literal(SWEEP_ARGS) + " --counts {input.counts:q} --provenance {input.provenance:q} "
                "--summary {output.summary:q}")

@@ -425,8 +425,9 @@ def test_native_runs_on_an_emulated_node_are_labelled_and_count_instructions_onl
 def test_an_emulated_node_s_sve_runs_are_compared_with_the_sweep_s_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     """The preflight says the SVE runs are on an emulated node, and the workflow then hands the
     perf table the sweep's counts.csv (rules/measure.smk), as for runs in the guest."""
-    monkeypatch.setattr(P, "host_has_sve", lambda cpuinfo=None: True)
-    monkeypatch.setattr(P, "emulated_machine", lambda compatible=None: P.EMULATED_MACHINE)
+    for module in (P, P.perf_cells):
+        monkeypatch.setattr(module, "host_has_sve", lambda cpuinfo=None: True)
+        monkeypatch.setattr(module, "emulated_machine", lambda compatible=None: P.EMULATED_MACHINE)
     monkeypatch.setattr(P.perf_vls, "granted_vls", lambda vls: {vl: vl for vl in vls})
     ready = P.preflight(config.load(PERF_HOST))
     assert ready is not None

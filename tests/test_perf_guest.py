@@ -184,7 +184,7 @@ def test_the_guest_runs_perf_only_when_the_sweep_asks(monkeypatch: pytest.Monkey
     """The guest's runs cost about an hour of two cores for the default sweep's Fig. 11/12 jobs:
     a machine with the guest built ran them in every default sweep before; now only with
     perf/sve: guest, and the default sweep's line says how to ask."""
-    monkeypatch.setattr(perf, "host_has_sve", lambda cpuinfo=None: False)
+    monkeypatch.setattr(perf.perf_cells, "host_has_sve", lambda cpuinfo=None: False)
     default = config.load(DEFAULT)
     for built in (True, False):
         monkeypatch.setattr(perf_guest, "missing", lambda built=built: None if built else "not built")

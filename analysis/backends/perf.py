@@ -29,7 +29,7 @@ from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.
     stats_rows, traffic_bytes)
 from analysis.backends import perf_vls
 from analysis.backends.perf_guest_check import stats_report  # perf_summary.md: its counts in the guest vs QEMU's
-from analysis.core import config
+from analysis.core import config, perf_cells
 from analysis.core.config import Job, Run, Sweep
 from analysis.core.perf_cells import native_build, native_jobs  # noqa: F401 (perf.native_build, as before)
 from analysis.core.toolchain import EMULATED_MACHINE, emulated_machine, host_has_sve  # noqa: F401 (perf.X)
@@ -120,18 +120,18 @@ def detect(sweep: Sweep) -> PerfStatus | None:
     status = PerfStatus(perf, version, False, p.host_baselines)
     if p.host_baselines and (note := other_isa_note(sweep, platform.machine())):
         status.messages.append(note)
-    if p.sve == "off":
+    place = perf_cells.sve_place(sweep)
+    if place == "off":
         status.messages.append("perf: SVE runs off (perf/sve: off in the sweep)")
-    elif host_has_sve():
-        status.sve = True
-        if (machine := emulated_machine()) is not None:
-            status.node = True
-            status.messages.append(f"perf: this AArch64 node is emulated ({machine}): SVE runs count "
+    elif place in ("native", "node"):
+        status.sve, status.node = True, place == "node"
+        if status.node:
+            status.messages.append(f"perf: this AArch64 node is emulated ({emulated_machine()}): SVE runs count "
                                    f"{perf_guest.EVENT} only ({perf_guest.LABEL}; exact only under -icount on one vCPU)")
-    elif p.sve == "guest" and perf_guest.missing() is None:
+    elif place == "guest" and perf_guest.missing() is None:
         status.sve = status.guest = True
         status.messages.append(f"perf: SVE runs in the emulated AArch64 guest ({perf_guest.LABEL})")
-    elif p.sve == "guest":
+    elif place == "guest":
         status.messages.append(f"perf: SVE runs skipped: perf/sve: guest, but the emulated AArch64 guest is not "
                                f"built: {perf_guest.arm64_vm.FIX}")
     else:

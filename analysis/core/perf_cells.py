@@ -52,18 +52,26 @@ def native_jobs(sweep: Sweep, backend: str, sve: bool, host: bool) -> list[Job]:
     return sweep.expand(backend, ["native"], builds, {"native": None}, lambda family: p.sizes[family], native_build)
 
 
-def sve_planned(sweep: Sweep) -> bool:
-    """Whether the sweep asks for perf's SVE runs where their instruction counts are exact and
-    compared (analysis.backends.perf.detect's order): natively on an emulated AArch64 node, or
-    with perf/sve guest on a host without SVE. Not on SVE hardware, whose counts are not
-    compared. Whether perf and the guest are ready here is not asked: the count jobs must be the
-    same where collect checks their raw files."""
+def sve_place(sweep: Sweep) -> str | None:
+    """Where the sweep sends perf's SVE runs, whether or not perf and the guest are ready here
+    (analysis.backends.perf.detect adds readiness): "off" (perf/sve: off), "native" (SVE
+    hardware), "node" (natively on an emulated AArch64 node), "guest" (perf/sve: guest on a host
+    without SVE), "none" (a host without SVE and no guest asked), None (no perf section)."""
     p = sweep.perf
-    if p is None or p.sve == "off":
-        return False
+    if p is None:
+        return None
+    if p.sve == "off":
+        return "off"
     if host_has_sve():
-        return emulated_machine() is not None
-    return p.sve == "guest"
+        return "node" if emulated_machine() is not None else "native"
+    return "guest" if p.sve == "guest" else "none"
+
+
+def sve_planned(sweep: Sweep) -> bool:
+    """Whether perf's SVE runs go where their instruction counts are exact and compared: an
+    emulated node or the guest; not SVE hardware, whose counts are not compared. Readiness is
+    not asked: the count jobs must be the same where collect checks their raw files."""
+    return sve_place(sweep) in ("node", "guest")
 
 
 def reference_compiler(sweep: Sweep, compiler: str, build: str) -> str | None:
