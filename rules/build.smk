@@ -122,9 +122,9 @@ def _kernel_cmd(wc, build):
 
 def _link_cmd(wc, build):
     """A kernel whose objects never call the ROI markers is refused with a message saying what
-    to add (analysis.stages.build.roi_check_shell), else linked."""
-    return B.roi_check_shell(f"{wc.kernel}-{wc.variant}", _binary_objects(wc, build)) + " && " + _cmd(
-        B.binary_link_cmd(SWEEP.build_dir, TABLE, wc.compiler, build, wc.backend, wc.kernel, wc.variant))
+    to add (analysis.stages.build.checked_link_shell), else linked."""
+    return B.checked_link_shell(f"{wc.kernel}-{wc.variant}", B.binary_link_cmd(
+        SWEEP.build_dir, TABLE, wc.compiler, build, wc.backend, wc.kernel, wc.variant))
 
 
 def _binary_objects(wc, build):
@@ -194,6 +194,31 @@ rule extra_object:
         "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} {rule}"
 
 
+# arm_sve.h precompiled once per clang build for the ACLE objects (analysis.stages.build.SVE_HEADER).
+rule sve_pch:
+    priority: BUILD_PRIORITY
+    group: grouped(_build_group)
+    resources:
+        runtime=STEP_MINUTES,
+    wildcard_constraints:
+        compiler="|".join(B.SVE_PCH_COMPILERS),
+    input:
+        src=str(B.SVE_PCH_SOURCE.relative_to(B.REPO)),
+        cc=lambda wc: stamp(T.stamp_name(wc.compiler, wc.build)),
+        cmd=_command("sve_pch", lambda wc: _cmd(B.sve_pch_cmd(SWEEP.build_dir, wc.compiler, wc.build))),
+    output:
+        f"{BUILD}/{{compiler}}/{{build}}/obj/sve.pch",
+    log:
+        f"{BUILD}/logs/{{compiler}}/{{build}}/sve_pch.log",
+    shell:
+        "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} {rule}"
+
+
+def _kernel_pch(wc):
+    pch = B.kernel_pch(SWEEP.build_dir, TABLE, wc.compiler, wc.build, wc.kernel, wc.variant)
+    return [str(pch)] if pch else []
+
+
 rule kernel_object:
     priority: BUILD_PRIORITY
     group: grouped(_build_group)
@@ -202,6 +227,7 @@ rule kernel_object:
     input:
         src=lambda wc: str(TABLE.row(wc.kernel, wc.variant).source),
         hdr=lambda wc: _headers(TABLE.row(wc.kernel, wc.variant).source),
+        pch=_kernel_pch,
         gen=f"{BUILD}/gen/reduce_matrix.h",
         cc=lambda wc: stamp(T.stamp_name(wc.compiler, wc.build)),
         cmd=_command("kernel_object", _this_build(_kernel_cmd)),

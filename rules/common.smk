@@ -14,6 +14,7 @@ from analysis.core import failure as F
 from analysis.core import files as FS
 from analysis.core import groups as G
 from analysis.core import snakemake_locks
+from analysis.core import snakemake_sizes
 from analysis.core import toolchain as T
 from analysis.stages import build as B
 from analysis.stages import count as N
@@ -196,6 +197,8 @@ wildcard_constraints:
 onstart:
     if workflow.local_exec:
         workflow.scheduler.job_rate_limiter = None
+    # Each scheduling pass looked up the size of every ready job's every input (analysis/core/snakemake_sizes.py).
+    snakemake_sizes.stat_inputs_once(workflow.scheduler)
     cpu_record.snakemake("start")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,47 @@ def test_a_new_flag_in_the_kernel_table_rebuilds_the_object(tmp_path: Path, comp
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-2000:]
 
 
+def test_only_clangs_acle_objects_without_flags_of_their_own_read_the_precompiled_arm_sve_h() -> None:
+    """The ACLE rows (arm_sve.h included by the source or by a header it includes) read the
+    header precompiled once per clang build; GCC's, the C rows' and a row with flags of its own
+    (clang refuses a precompiled header made with other options) compile as before."""
+    from analysis.core import config
+    table = config.load(REPO / "configs" / "default.yaml").table
+    bd = Path("/b")
+    pch = {(c, k, v): build.kernel_pch(bd, table, c, "vls256", k, v)
+           for c in ("gcc", "clang") for k, v in [("copy", "acle_4v"), ("pack", "acle"), ("reduce", "acle"),
+                                                    ("copy", "c_vec"), ("reduce", "c_autovec"), ("reduce", "c_scalar")]}
+    want = bd / "clang" / "vls256" / "obj" / "sve.pch"
+    assert {key for key, p in pch.items() if p is not None} == {("clang", "copy", "acle_4v"), ("clang", "pack", "acle"),
+                                                                 ("clang", "reduce", "acle")}
+    assert {p for p in pch.values() if p is not None} == {want}
+    cmd = build.kernel_compile_cmd(bd, table, "clang", "vls256", "pack", "acle")
+    assert cmd[cmd.index("-include-pch") + 1] == str(want) and "-include-pch" not in \
+        build.kernel_compile_cmd(bd, table, "gcc", "vls256", "pack", "acle")
+    # The precompiling command is the objects' own flags, the header alone as input.
+    assert build.sve_pch_cmd(bd, "clang", "vls256")[:-5] == cmd[:cmd.index("-include-pch")]
+
+
+@pytest.mark.slow
+@pytest.mark.needs_clang
+def test_an_acle_object_made_with_the_precompiled_arm_sve_h_is_the_one_made_without(tmp_path: Path) -> None:
+    """clang 14 parsed its 1.5 MB arm_sve.h in every ACLE object; the workflow precompiles it once
+    per clang build, and the object it then makes is byte for byte the one made without it (so
+    are the binaries and every count)."""
+    root = own_tree(tmp_path / "own")
+    obj = root / "build" / "clang" / "vls256" / "obj" / "scale-acle.o"
+    proc = make(root, [obj])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    words = shlex.split((root / "build" / "cmds" / "kernel_object" / "clang" / "vls256" / "scale" / "acle"
+                         / "command.sh").read_text())
+    at = words.index("-include-pch")
+    assert words[at + 1] == str(root / "build" / "clang" / "vls256" / "obj" / "sve.pch")
+    plain = tmp_path / "plain.o"
+    words[words.index("-o") + 1] = str(plain)
+    subprocess.run(words[:at] + words[at + 2:], check=True)
+    assert obj.read_bytes() == plain.read_bytes()
+
+
 @pytest.mark.slow
 def test_a_kernel_without_markers_is_refused_at_link(tmp_path: Path) -> None:
     root = own_tree(tmp_path / "own")
@@ -82,17 +124,36 @@ def test_a_kernel_without_markers_is_refused_at_link(tmp_path: Path) -> None:
 def test_the_link_rules_check_names_the_markers_never_called(tmp_path: Path, calls: tuple[str, ...],
                                                             missing: str | None) -> None:
     """The link rule's check (the only one: a Python check beside it was never run), on objects
-    that call some of the markers, one object each."""
+    that call some of the markers, one object each (a relocatable link, no libc). The linker names
+    the objects that reference a marker: the check starts no `nm` (one that fails here would
+    fail it), and a refused kernel leaves no binary."""
     objs = []
     for i, name in enumerate(["work", *calls]):
         src = tmp_path / f"o{i}.c"
         src.write_text(f"void {name}(void); void f{i}(void) {{ {name}(); }}\n" if name != "work" else "int work;\n")
         objs.append(tmp_path / f"o{i}.o")
         subprocess.run(["aarch64-linux-gnu-gcc", "-c", str(src), "-o", str(objs[-1])], check=True)
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    (stubs / "nm").write_text("#!/bin/sh\necho nm was run >&2\nexit 3\n")
+    (stubs / "nm").chmod(0o755)
+    out = tmp_path / "linked.o"
     want = None if missing is None else f"kernel k-v: never calls {missing}: {build.ROI_FIX}"
-    proc = subprocess.run(["bash", "-c", "set -euo pipefail; " + build.roi_check_shell("k-v", objs)],
-                          capture_output=True, text=True)
-    assert (proc.returncode, proc.stderr.strip() or None) == (0 if want is None else 1, want)
+    link = ["aarch64-linux-gnu-gcc", "-nostdlib", "-r", "-o", str(out), *map(str, objs)]
+    proc = subprocess.run(["bash", "-c", "set -euo pipefail; " + build.checked_link_shell("k-v", link)],
+                          capture_output=True, text=True, env={**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"})
+    last = proc.stderr.strip().splitlines()[-1:] if missing else []
+    expected = (0, None, True) if want is None else (1, want, False)
+    assert (proc.returncode, last[0] if last else None, out.exists()) == expected, proc.stderr
+
+
+def test_a_failed_link_is_reported_as_the_linker_reported_it(tmp_path: Path) -> None:
+    """A link that fails (here: an object that is not there) fails the check with the linker's
+    status and its messages on stderr, the last line the driver's."""
+    link = ["aarch64-linux-gnu-gcc", "-nostdlib", "-r", "-o", str(tmp_path / "out.o"), str(tmp_path / "missing.o")]
+    proc = subprocess.run(["bash", "-c", build.checked_link_shell("k-v", link)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "missing.o: No such file or directory" in proc.stderr, proc.stderr
+    assert "never calls" not in proc.stderr and not (tmp_path / "out.o").exists()
 
 
 @pytest.mark.slow
