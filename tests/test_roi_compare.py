@@ -28,7 +28,7 @@ def compare(tmp_path: Path, host: str, node: str, *args: str) -> subprocess.Comp
     (tmp_path / "node").mkdir(exist_ok=True)
     (tmp_path / "h.csv").write_text(HEADER + host)
     (tmp_path / "node" / "counts.csv").write_text(HEADER + node)
-    return subprocess.run([str(SCRIPT), *args, str(tmp_path / "h.csv"), str(tmp_path / "node" / "counts.csv")],
+    return subprocess.run([sys.executable, str(SCRIPT), *args, str(tmp_path / "h.csv"), str(tmp_path / "node" / "counts.csv")],
                           capture_output=True, text=True, timeout=60)
 
 
@@ -122,7 +122,7 @@ def test_a_differing_cell_without_its_evidence_exits_1_naming_it(tmp_path: Path)
 
 def test_a_file_that_is_not_a_counts_table_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "h.csv").write_text("a,b\n1,2\n")
-    proc = subprocess.run([str(SCRIPT), str(tmp_path / "h.csv"), str(tmp_path / "h.csv")],
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "h.csv"), str(tmp_path / "h.csv")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.strip().endswith("is it a counts.csv?")
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+from analysis.core import roi_evidence
 from analysis.core.roi_evidence import Evidence, Run, run_of
+from analysis.core.toolchain import ToolchainError
 
 ROI = ("roi.", "roi_net.")
 # provenance.csv's columns that name a compiler's toolchain (docs/data.md), and the part of it.
@@ -138,16 +141,6 @@ def write_cells(path: Path, judged: list[tuple[Cell, str, str]], host: dict[Cell
                         kind, why])
 
 
-def gather(runs: dict[Run, set[str]], host_counts: Path, node_counts: Path) -> dict[Run, Evidence]:
-    """The evidence of each run (analysis.core.roi_evidence); without the harness's venv, none."""
-    try:
-        from analysis.core import roi_evidence
-        return roi_evidence.gather(runs, host_counts, node_counts)
-    except ImportError as e:
-        why = f"needs the harness's venv ({e}); run it with .venv/bin/python"
-        return {r: Evidence({}, {}, why) for r in runs}
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ci/compare-roi-counts", description=__doc__.split("\n\n")[0])
     p.add_argument("--cells", type=Path, help="write every differing cell with its verdict to this CSV file")
@@ -161,7 +154,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cells = differing(host, node)
     runs = {c[0]: roi_functions(host, c[0]) | roi_functions(node, c[0]) for c in cells}
-    evidence = gather(runs, ns.host, ns.node) if runs else {}
+    try:
+        evidence = roi_evidence.gather(runs, ns.host, ns.node) if runs else {}
+    except (ToolchainError, subprocess.CalledProcessError) as e:
+        print(f"compare-roi-counts: {e}", file=sys.stderr)
+        return 2
     differs = toolchain_differs(ns.host, ns.node)
     judged = judge(host, node, evidence, differs)
     if cells:

@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import json
 import re
 import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from analysis.core import files
-from analysis.core.toolchain import COMPILERS, OBJDUMP
+import pandas as pd
+
+from analysis.backends import Plan, RunError
+from analysis.core import config, files
+from analysis.core.toolchain import COMPILERS, OBJDUMP, ToolchainError
+from analysis.stages import build, count, parse, subtract
 
 NM = OBJDUMP.replace("objdump", "nm")
 # A run of counts.csv: its columns but metric and value (schema_version: the table's, not the run's).
@@ -120,17 +124,22 @@ def code(binary: Path) -> dict[str, list[tuple[str, ...]]]:
     return function_bodies(dis)
 
 
-def libc_names(compiler: str) -> set[str]:
-    """The names the static libc `compiler` links defines (a function of the binary that is one
-    of them came from libc.a; any other from the compiler's objects and its runtime)."""
-    cc = COMPILERS[compiler].cc
-    libc_a = subprocess.run([*cc, "-print-file-name=libc.a"], capture_output=True, text=True).stdout.strip()
-    nm = subprocess.run([NM, "--defined-only", libc_a], capture_output=True, text=True).stdout
-    return {p[2] for p in (line.split() for line in nm.splitlines()) if len(p) == 3}
+@functools.cache  # asked only when a run has evidence to classify
+def libc_names() -> frozenset[str]:
+    """The names the static libc defines (a function of a binary that is one of them came from
+    libc.a; any other from the compiler's objects and its runtime). Both compilers link the
+    same libc.a (analysis.core.toolchain), and the node's is another build of the same glibc."""
+    libc_a = subprocess.run([*COMPILERS["gcc"].cc, "-print-file-name=libc.a"], capture_output=True,
+                            text=True).stdout.strip()
+    if not Path(libc_a).is_file():
+        raise ToolchainError(f"no libc.a to name the libc's functions ({COMPILERS['gcc'].cc[0]} finds none); "
+                             "fix: ./harness setup")
+    nm = subprocess.run([NM, "--defined-only", libc_a], capture_output=True, text=True, check=True).stdout
+    return frozenset(p[2] for p in (line.split() for line in nm.splitlines()) if len(p) == 3)
 
 
 def differing_functions(host: dict[str, list[tuple[str, ...]]], node: dict[str, list[tuple[str, ...]]],
-                        names: set[str], libc: set[str]) -> dict[str, str]:
+                        names: set[str], libc: frozenset[str] | set[str]) -> dict[str, str]:
     """Of `names` (the ROI's functions), those whose code differs (or that one binary lacks),
     each with its toolchain part. `?` (no symbol: the static binary's ifunc PLT stub) has no
     code to compare."""
@@ -140,9 +149,8 @@ def differing_functions(host: dict[str, list[tuple[str, ...]]], node: dict[str, 
 
 # --- the node's binary counted here ----------------------------------------------------------
 
-def plan_runs(plan: Any) -> list[dict[str, str]]:
+def plan_runs(plan: Plan) -> list[dict[str, str]]:
     """The counts.csv columns of each run of a job's plan (analysis.stages.collect's provenance rows)."""
-    from analysis.core import config
     m = plan.meta
     job = {"kernel": m["kernel"], "variant": m["variant"], "layout": m["layout"],
            "build": config.parse_build(m["build"]).column, "cpu_model": plan.cpu_model, "backend": plan.backend,
@@ -150,7 +158,7 @@ def plan_runs(plan: Any) -> list[dict[str, str]]:
     return [{**job, "op": r.op, "dtype": r.dtype, "vl": str(r.vl), "size": str(r.size)} for r in plan.runs]
 
 
-def find_plan(plans: list[tuple[Path, Any]], run: Run) -> tuple[Path, Any] | None:
+def find_plan(plans: list[tuple[Path, Plan]], run: Run) -> tuple[Path, Plan] | None:
     """The job (plan file, plan) that counted `run`."""
     for path, plan in plans:
         for r in plan_runs(plan):
@@ -159,17 +167,13 @@ def find_plan(plans: list[tuple[Path, Any]], run: Run) -> tuple[Path, Any] | Non
     return None
 
 
-def load_plans(results: Path) -> list[tuple[Path, Any]]:
-    from analysis.backends import Plan
+def load_plans(results: Path) -> list[tuple[Path, Plan]]:
     return [(p, Plan.from_json(p.read_text())) for p in sorted((results / "plans").rglob("*.json"))]
 
 
-def recount(plan: Any, binary: Path, raw: Path, columns: list[str]) -> dict[Run, dict[str, str]]:
+def recount(plan: Plan, binary: Path, raw: Path, columns: list[str]) -> dict[Run, dict[str, str]]:
     """Count `binary` as `plan` counted its own, with this host's plugins: every run's metrics
     as counts.csv has them (raw, net, linearity), by run (of `columns`). The raw file goes to `raw`, the job's log beside it."""
-    import pandas as pd
-
-    from analysis.stages import count, parse, subtract
     # Without the shared preparations: they are the host binary's (counts are the same without).
     settings = {k: v for k, v in plan.settings.items() if k != "prep_cache"}
     with raw.with_suffix(".log").open("w") as log, contextlib.redirect_stderr(log):  # the job's lines
@@ -209,11 +213,10 @@ class Job:
     missing: str = ""
 
 
-def job_evidence(plan: Any, raw: Path, node_build: Path, run: Run,
+def job_evidence(plan: Plan, raw: Path, node_build: Path, run: Run,
                  host_prov: list[dict[str, str]], node_prov: list[dict[str, str]]) -> Job:
     """The node's binary of `plan`'s job (under `node_build`, as the host's is under its build
     folder), checked to be the one each side's provenance says counted `run`, recounted here."""
-    from analysis.stages import build
     host_bin = Path(plan.binary)
     node_bin = build.binary_path(node_build, plan.meta["compiler"], plan.meta["build"], plan.backend, host_bin.name)
     if not node_bin.is_file():
@@ -222,7 +225,10 @@ def job_evidence(plan: Any, raw: Path, node_build: Path, run: Run,
         want = counted_sha256(prov, run)
         if not binary.is_file() or files.sha256(binary) != want:
             return Job({}, {}, {}, f"{binary} is not the binary the {side} counted (provenance.csv: sha256 {want})")
-    counts = recount(plan, node_bin, raw, [k for k, _ in run])
+    try:
+        counts = recount(plan, node_bin, raw, [k for k, _ in run])
+    except RunError as e:
+        return Job({}, {}, {}, f"the node's binary did not run here: {e}")
     return Job(counts, code(host_bin), code(node_bin))
 
 
@@ -234,7 +240,6 @@ def gather(runs: dict[Run, set[str]], host_counts: Path, node_counts: Path) -> d
     plans = load_plans(host_counts.parent)
     host_prov, node_prov = provenance(host_counts), provenance(node_counts)
     jobs: dict[Path, Job] = {}
-    libc: dict[str, set[str]] = {}
     out: dict[Run, Evidence] = {}
     for run, names in runs.items():
         found = find_plan(plans, run)
@@ -250,8 +255,5 @@ def gather(runs: dict[Run, set[str]], host_counts: Path, node_counts: Path) -> d
         if job.missing:
             out[run] = Evidence({}, {}, job.missing)
             continue
-        compiler = plan.meta["compiler"]
-        if compiler not in libc:
-            libc[compiler] = libc_names(compiler)
-        out[run] = Evidence(job.counts.get(run, {}), differing_functions(job.host_code, job.node_code, names, libc[compiler]))
+        out[run] = Evidence(job.counts.get(run, {}), differing_functions(job.host_code, job.node_code, names, libc_names()))
     return out
