@@ -142,29 +142,15 @@ def test_the_toolchain_parts_that_differ_come_from_each_side_s_provenance(tmp_pa
 
 # One function at two addresses, with its data elsewhere: branch targets, the adrp page, the low
 # 12 bits put on it (also through a register spilled to the stack) and the padding after it move.
-LAYOUT_A = """
-0000000000401000 <kernel>:
-  401000:\tadrp\tx1, 49f000 <tunable_list+0x520>
-  401004:\tstp\tx1, x0, [sp, #104]
-  401008:\tadd\tx2, x1, #0x748
-  40100c:\tcbz\tx0, 401018 <kernel+0x18>
-  401010:\tldr\tx0, [sp, #104]
-  401014:\tldr\tx0, [x0, #2232]
-  401018:\tbl\t420b80 <__memcpy_sve>
-  40101c:\tret
-  401020:\tnop
-"""
-LAYOUT_B = """
-0000000000402000 <kernel>:
-  402000:\tadrp\tx1, 4a0000 <other+0x8>
-  402004:\tstp\tx1, x0, [sp, #104]
-  402008:\tadd\tx2, x1, #0x760
-  40200c:\tcbz\tx0, 402018 <kernel+0x18>
-  402010:\tldr\tx0, [sp, #104]
-  402014:\tldr\tx0, [x0, #2256]
-  402018:\tbl\t421b80 <__memcpy_sve>
-  40201c:\tret
-"""
+def layout(at: int, page: str, lo: int, callee: int, padding: str = "") -> str:
+    code = [("adrp", f"x1, {page}"), ("stp", "x1, x0, [sp, #104]"), ("add", f"x2, x1, #{lo:#x}"),
+            ("cbz", f"x0, {at + 0x18:x} <kernel+0x18>"), ("ldr", "x0, [sp, #104]"), ("ldr", f"x0, [x0, #{lo + 8}]"),
+            ("bl", f"{callee:x} <__memcpy_sve>"), ("ret", ""), *([(padding, "")] if padding else [])]
+    return f"\n{at:016x} <kernel>:\n" + "".join(f"  {at + 4 * i:x}:\t{m}\t{o}\n" for i, (m, o) in enumerate(code))
+
+
+LAYOUT_A = layout(0x401000, "49f000 <tunable_list+0x520>", 0x748, 0x420b80, padding="nop")
+LAYOUT_B = layout(0x402000, "4a0000 <other+0x8>", 0x760, 0x421b80)
 
 
 def test_the_same_code_in_another_layout_is_the_same_and_a_changed_instruction_is_not() -> None:
@@ -173,7 +159,7 @@ def test_the_same_code_in_another_layout_is_the_same_and_a_changed_instruction_i
     changed = ev.function_bodies(LAYOUT_B.replace("cbz\tx0", "cbnz\tx0"))
     assert changed != a
     # An offset from a register that never held a page is the code's own: it is compared.
-    assert ev.function_bodies(LAYOUT_A.replace("[sp, #104]\n  401014", "[sp, #96]\n  401014")) != a
+    assert ev.function_bodies(LAYOUT_A.replace("ldr\tx0, [sp, #104]", "ldr\tx0, [sp, #96]")) != a
 
 
 def test_differing_functions_are_those_of_the_roi_with_other_code_each_with_its_part() -> None:
