@@ -60,8 +60,8 @@ def test_unexplained_when_a_differing_function_s_part_is_the_same_on_both() -> N
     ("2", "4", ev.Evidence({}, {}, "no node binary /x/k (the node's sweep step copies build/*/*/bin)"), LIBC,
      "not recounted: no node binary /x/k (the node's sweep step copies build/*/*/bin)"),
     ("2", "4", None, LIBC, "not recounted: no evidence gathered"),
-    (None, "4", None, LIBC, "only the node has this cell"),
-    ("2", None, None, LIBC, "only the host has this cell"),
+    (None, "4", None, LIBC, "only the node has this run"),
+    ("2", None, None, LIBC, "only the host has this run"),
     ("2", "4", ev.Evidence({CELL[1]: "4"}, {"__memcpy_sve": "libc"}), None,
      "no provenance.csv beside both counts.csv to name the toolchain parts"),
 ])
@@ -84,6 +84,18 @@ def test_equal_cells_are_not_judged_and_the_summary_has_one_line_per_cause() -> 
         "3 ROI cells, 2 differ: 2 explained, 0 not"]
     judged = rc.judge(host, {**node, other: "5"}, e, LIBC)
     assert rc.summary(judged, 3)[-1] == "3 ROI cells, 2 differ: 1 explained, 1 not"
+
+
+def test_a_counter_a_run_never_saw_is_0_on_that_side_and_in_the_recount() -> None:
+    """counts.csv leaves out an opcode a run never executed (the node's __memcpy_sve has no
+    tbnz): against the host's count it is 0, and the recount on the node's binary lacks it too."""
+    tbnz = (RUN, "roi.op.tbnz")
+    host = {tbnz: "16384", (RUN, "roi.total"): "9"}
+    node = rc.with_zeros({(RUN, "roi.total"): "9"}, host)
+    assert node == {tbnz: "0", (RUN, "roi.total"): "9"}
+    assert rc.with_zeros({}, host) == {}  # a run the node lacks stays missing
+    e = ev.Evidence({"roi.total": "9"}, {"__memcpy_sve": "libc"})
+    assert rc.verdict(tbnz, "16384", "0", e, LIBC)[0] == rc.EXPLAINED
 
 
 def test_the_roi_functions_of_a_run_are_its_func_metrics() -> None:

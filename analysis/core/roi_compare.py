@@ -50,6 +50,13 @@ def cell_name(cell: Cell) -> str:
     return " ".join([*(f"{k}={v}" for k, v in cell[0]), f"metric={cell[1]}"])
 
 
+def with_zeros(cells: dict[Cell, str], other: dict[Cell, str]) -> dict[Cell, str]:
+    """`cells` with a 0 for each counter `other` has of a run that `cells` has too: counts.csv
+    leaves out a counter a run never saw (an opcode it never executed)."""
+    runs = {r for r, _ in cells}
+    return {**{c: "0" for c in other if c[0] in runs}, **cells}
+
+
 def differing(host: dict[Cell, str], node: dict[Cell, str]) -> list[Cell]:
     return [c for c in sorted(host.keys() | node.keys()) if host.get(c) != node.get(c)]
 
@@ -88,10 +95,10 @@ def verdict(cell: Cell, host: str | None, node: str | None, ev: Evidence | None,
             differs: dict[str, str] | None) -> tuple[str, str]:
     """(verdict, why) of a differing cell: explained (why: its cause), unexplained or counting differs."""
     if host is None or node is None:
-        return UNEXPLAINED, f"only the {'node' if host is None else 'host'} has this cell"
+        return UNEXPLAINED, f"only the {'node' if host is None else 'host'} has this run"
     if ev is None or ev.missing:
         return UNEXPLAINED, f"not recounted: {ev.missing if ev else 'no evidence gathered'}"
-    again = ev.recount.get(cell[1])
+    again = ev.recount.get(cell[1], "0" if ev.recount else None)  # a counter its run never saw: 0
     if again != node:
         return COUNTING, f"this host's plugins count the node's binary {again or '(none)'}, the node counted {node}"
     if not ev.functions:
@@ -136,7 +143,7 @@ def write_cells(path: Path, judged: list[tuple[Cell, str, str]], host: dict[Cell
         w.writerow([*columns, "metric", "host", "node", "node_binary_here", "verdict", "why"])
         for c, kind, why in judged:
             ev = evidence.get(c[0])
-            again = ev.recount.get(c[1], "") if ev else ""
+            again = ev.recount.get(c[1], "0" if ev.recount else "") if ev else ""
             w.writerow([*(dict(c[0]).get(k, "") for k in columns), c[1], host.get(c, ""), node.get(c, ""), again,
                         kind, why])
 
@@ -149,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     try:
         host, node = roi_cells(ns.host), roi_cells(ns.node)
+        host, node = with_zeros(host, node), with_zeros(node, host)
     except (OSError, ValueError, KeyError) as e:
         print(f"compare-roi-counts: {e}", file=sys.stderr)
         return 2
