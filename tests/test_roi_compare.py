@@ -6,6 +6,7 @@ refusals on files that are not what the two sweeps counted."""
 from __future__ import annotations
 
 import csv
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -235,7 +236,7 @@ def test_the_node_binary_is_recounted_here_as_its_sweep_counted_it(tiny_sweep: t
                        and r["build"] == hit["build"])["binary"])
     copy = node / "build" / binary.relative_to(binary.parents[4])
     copy.parent.mkdir(parents=True)
-    copy.write_bytes(binary.read_bytes())
+    shutil.copy2(binary, copy)  # executable, as the sweep step's cp -r keeps it
     proc = subprocess.run([sys.executable, str(SCRIPT), str(results / "counts.csv"), str(node / "counts.csv")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr

@@ -3,10 +3,12 @@ each cell that differs by the toolchain part that makes it differ, or say it is 
 
     ci/compare-roi-counts [--cells FILE] HOST.csv NODE.csv
 
-A cell is a row's every column but its value; the ROI metrics are roi.* and roi_net.*. A
-differing cell is explained when both hold (analysis.core.roi_evidence):
+A cell is a row's every column but its value; the ROI metrics are roi.* and roi_net.*; a
+counter that one side's run never saw (counts.csv leaves it out) is 0 there. A differing cell
+is explained when both hold (analysis.core.roi_evidence):
   (a) this host's QEMU plugins count the node's binary (build/ beside NODE.csv, as
-      ci/aarch64-node's sweep step copies it) at that cell as the node did: counting is the same
+      ci/aarch64-node's sweep step copies it) through the host's plan of the job (plans/ beside
+      HOST.csv) at that cell as the node did: counting is the same
       on both machines, only the binary differs ("counting differs" otherwise);
   (b) some of the cell's ROI functions have different code in the two binaries, and each such
       function's toolchain part (libc: a name libc.a defines; else compiler) is one the two
