@@ -266,52 +266,6 @@ def test_x86_host_rows_are_one_skip_line_on_an_aarch64_host() -> None:
         "memcpy/x86_avx2_stream_prefetch, memcpy/x86_avx2_x4, memcpy/x86_mt")
 
 
-# --- ci/compare-roi-counts ---------------------------------------------------------------------
-
-HEADER = "kernel,variant,vl,size,metric,value\n"
-
-
-def compare(tmp_path: Path, host: str, node: str) -> subprocess.CompletedProcess:
-    (tmp_path / "h.csv").write_text(HEADER + host)
-    (tmp_path / "n.csv").write_text(HEADER + node)
-    return run([str(REPO / "ci" / "compare-roi-counts"), str(tmp_path / "h.csv"), str(tmp_path / "n.csv")])
-
-
-def test_roi_cells_are_compared_one_by_one_and_other_metrics_not(tmp_path: Path) -> None:
-    same = "copy,c_vec,128,64,roi.total,10\ncopy,c_vec,128,64,whole.total,99\n"
-    proc = compare(tmp_path, same, same.replace(",99", ",98"))
-    assert (proc.returncode, proc.stdout) == (0, "1 ROI cells, 0 differ\n")
-    proc = compare(tmp_path, same + "pack,blocks_call,512,64,roi.op.tbnz,1\n", same.replace(",10", ",11"))
-    assert proc.returncode == 1
-    assert proc.stdout.splitlines() == [
-        "kernel=copy variant=c_vec vl=128 size=64 metric=roi.total: host 10, node 11",
-        "kernel=pack variant=blocks_call vl=512 size=64 metric=roi.op.tbnz: host 1, node (none)",
-        "toolchain: not compared (no provenance.csv beside both counts.csv)",
-        "2 ROI cells, 2 differ"]
-
-
-def test_a_file_that_is_not_a_counts_table_is_one_line(tmp_path: Path) -> None:
-    (tmp_path / "h.csv").write_text("a,b\n1,2\n")
-    proc = run([str(REPO / "ci" / "compare-roi-counts"), str(tmp_path / "h.csv"), str(tmp_path / "h.csv")])
-    assert proc.returncode == 2 and "is it a counts.csv?" in one_line(proc.stderr)
-
-
-def test_differing_cells_name_the_toolchain_parts_the_provenance_shows_differ(tmp_path: Path) -> None:
-    """The node's glibc differs from the host's cross one: the compare names it, from the
-    libc_version of each side's provenance.csv, and not the parts that are equal."""
-    prov = "compiler,compiler_version,libc_version\n"
-    (tmp_path / "provenance.csv").write_text(prov + "gcc,gcc 12.2.0,2.36-8cross1 libc.a:aa\n")
-    node = tmp_path / "node"
-    node.mkdir()
-    (node / "provenance.csv").write_text(prov + "gcc,gcc 12.2.0,2.36-9+deb12u14 libc.a:bb\n")
-    (tmp_path / "h.csv").write_text(HEADER + "pack,blocks_call,512,64,roi.total,10\n")
-    (node / "counts.csv").write_text(HEADER + "pack,blocks_call,512,64,roi.total,12\n")
-    proc = run([str(REPO / "ci" / "compare-roi-counts"), str(tmp_path / "h.csv"), str(node / "counts.csv")])
-    assert proc.returncode == 1 and proc.stdout.splitlines()[1:] == [
-        "toolchain differs: libc of gcc: host 2.36-8cross1 libc.a:aa, node 2.36-9+deb12u14 libc.a:bb",
-        "1 ROI cells, 1 differ"]
-
-
 # --- the toolchain on either host --------------------------------------------------------------
 
 def _toolchain_on(arch: str, expr: str) -> str:
