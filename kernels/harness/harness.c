@@ -647,30 +647,14 @@ static HARNESS_NO_SVE uint64_t words_differ(const unsigned char *x, const unsign
 #ifdef __aarch64__
     size_t blocks = words / 8;
     if (blocks)
-        __asm__("1: ldp x4, x5, [%[x]], #16\n"
-                "   ldp x6, x7, [%[y]], #16\n"
-                "   eor x4, x4, x6\n"
-                "   eor x5, x5, x7\n"
-                "   orr %[d], %[d], x4\n"
-                "   orr %[d], %[d], x5\n"
+        __asm__("1: .rept 4\n" /* four pairs of words of each buffer */
                 "   ldp x4, x5, [%[x]], #16\n"
                 "   ldp x6, x7, [%[y]], #16\n"
                 "   eor x4, x4, x6\n"
                 "   eor x5, x5, x7\n"
                 "   orr %[d], %[d], x4\n"
                 "   orr %[d], %[d], x5\n"
-                "   ldp x4, x5, [%[x]], #16\n"
-                "   ldp x6, x7, [%[y]], #16\n"
-                "   eor x4, x4, x6\n"
-                "   eor x5, x5, x7\n"
-                "   orr %[d], %[d], x4\n"
-                "   orr %[d], %[d], x5\n"
-                "   ldp x4, x5, [%[x]], #16\n"
-                "   ldp x6, x7, [%[y]], #16\n"
-                "   eor x4, x4, x6\n"
-                "   eor x5, x5, x7\n"
-                "   orr %[d], %[d], x4\n"
-                "   orr %[d], %[d], x5\n"
+                "   .endr\n"
                 "   subs %[b], %[b], #1\n"
                 "   b.ne 1b\n"
                 : [x] "+r"(x), [y] "+r"(y), [b] "+r"(blocks), [d] "+r"(diff)
