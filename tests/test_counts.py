@@ -332,3 +332,26 @@ sys.exit(p.returncode)
                     "cpu_model": "max", "backend": "armie", "compiler": "gcc"}, "runs": [rec]}
     rows = {r["metric"]: r["value"] for r in parse.job_rows(doc, parse.decode_mnemonics([doc]))}
     assert rows == {"whole.total": 50000, "whole.sve": 200, "roi.total": 1000, "roi.sve": 100, "roi.op.ld1b": 100}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel, variant, params", [
+    ("copy", "c_vec", ()), ("copy", "acle_4v", ()),
+    ("reduce", "acle", (("op", "max"), ("dtype", "float"), ("nan", 1))),
+    ("reduce", "c_autovec", (("op", "max"), ("dtype", "float"), ("nan", 1)))])
+def test_outside_the_roi_nothing_runs_per_byte_in_vector_code(binaries, plugin_dir, kernel, variant, params) -> None:
+    """What copy and reduce run outside the ROI per byte of output is scalar or the host's: the
+    poison and reduce's copy of inout are preparations, a kept preparation goes back by pread,
+    and the check compares 64-bit words. So, in a batch (as a count job runs), the Advanced SIMD
+    and SVE instructions outside the ROI do not grow with the size (QEMU runs both several times
+    slower per byte than scalar code; docs/speed.md)."""
+    cells = [(vl, n, params) for n in (65536, 131072) for vl in (128, 512)]
+    recs = count_cells(binaries(kernel, variant), plugin_dir, cells)
+
+    def outside(rec: dict) -> tuple[int, int, int]:
+        w, r = rec["inscount"]["whole"], rec["inscount"]["roi"]
+        return (w["classes"]["simd_ldst"] - r["classes"]["simd_ldst"], w["classes"]["simd"] - r["classes"]["simd"],
+                w["sve"] - r["sve"])
+
+    by = {(vl, n): outside(rec) for (vl, n, _), rec in zip(cells, recs)}
+    assert by[(128, 65536)] == by[(128, 131072)] and by[(512, 65536)] == by[(512, 131072)], by

@@ -305,6 +305,30 @@ def test_a_kernel_wrong_in_one_element_fails_its_check(family_objects, all_sweep
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_kernel_wrong_in_one_element_fails_in_a_batch_s_later_run(family_objects, all_sweep, tmp_path: Path,
+                                                                      case: str) -> None:
+    """In a batch the runs after the first of a size get their inputs, poison and expected
+    output back from the kept preparations (a memfd read by the host): the check must be as
+    strict there. The kernel is right in its first call and wrong in one element from then on."""
+    family, source, params, size, units, needle = BROKEN[case]
+    bd = all_sweep.build_dir
+    src = tmp_path / "broken.c"
+    src.write_text("static int calls;\n" + source.replace("if (n)", "if (n && calls++)"))
+    drv = REPO / "kernels" / family / "driver.c"
+    obj = tmp_path / "broken.o"
+    assert run(build.compile_cmd(bd, "gcc", "vla", src, obj, (f"-I{drv.parent}", f"-DBAD(n)={WHERE['middle']}"))).returncode == 0
+    driver, harness = family_objects(family)
+    exe = tmp_path / "k"
+    assert run(build.link_cmd("gcc", [driver, obj, harness, build.roi_object(bd, "gcc", "qemu")], exe)).returncode == 0
+    first, second = run_plain_batch(exe, [(128, size, params), (2048, size, params)])[:2]
+    assert first.passed(128), first
+    i = units // 2
+    expected = needle.replace("{2i+1}", str(2 * i + 1)).replace("{2i}", str(2 * i)).replace("{i}", str(i))
+    assert second.returncode == 1 and f"{expected}:" in second.stderr, second
+
+
+@pytest.mark.slow
 def test_references_never_use_sve(binaries, all_sweep) -> None:
     """The drivers' references (pack/unpack block copy, reduction macros) may use Advanced SIMD
     but no SVE instruction: they must not share the code under test's vector unit or the

@@ -70,7 +70,7 @@ def test_a_shared_preparation_is_read_not_computed(built, all_sweep, plugin_dir,
     shared = build.prep_cache_dir(tmp_path, all_sweep.table, "gcc", "reduce", "acle")
     binary = build.binary_path(built, "gcc", "vla", "qemu", "reduce-acle")
     qemu.run_batch(binary, "max", runs((512,), MAX_FLOAT), plugin_dir, prep_cache=shared)
-    ref = shared / "p1-65520-65520-0-max-float-1"  # the second preparation: the reference
+    ref = shared / "p2-65520-65520-0-max-float-1"  # the third preparation (fills, inout copied, reference)
     assert ref.stat().st_size == 65520
     ref.write_bytes(bytes(65520))
     with pytest.raises(RunError, match="FAIL: inout"):

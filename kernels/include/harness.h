@@ -152,8 +152,8 @@ void harness_fill_bytes(void *p, size_t bytes, uint64_t seed);
 uint64_t harness_fnv1a(const void *p, size_t bytes);
 
 /* Index of the first byte where a and b differ; n when all n bytes are equal. The whole of
- * both buffers is compared, word by word in Advanced SIMD (HARNESS_NO_SVE); the byte by
- * byte search runs only to name a mismatch. */
+ * both buffers is compared, eight 64-bit words at a time (scalar: the cheapest code for QEMU to
+ * run); the byte by byte search runs only to name a mismatch. */
 size_t harness_first_mismatch(const void *a, const void *b, size_t n);
 
 /* Print `ok vl=<bits> size=<size> checksum=<16 hex>` on stdout and exit 0. */
