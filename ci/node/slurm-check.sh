@@ -23,10 +23,7 @@ check() {  # check OK|FAIL TEXT
     echo "$ME: $1: $2"
     [[ $1 == ok ]] || FAILED=1
 }
-results="$(.venv/bin/python -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["results_dir"])' "$CONFIG")"
 BUILD=build-node-slurm
-ON_SLURM="$results-slurm" LOCAL="$results-local"
-rm -rf "$BUILD" "$ON_SLURM" "$LOCAL"
 sweep() {  # sweep RESULTS LOG [ARGS...]: the sweep of CONFIG into RESULTS; its output also in LOG
     local out=$1 log=$2
     shift 2
@@ -46,6 +43,9 @@ node="$(sinfo -h -p harness -o '%N %c CPUs %m MB %t')"
 [[ "$(sinfo -h -p harness -o %c)" == "$(nproc --all)" ]] && check ok "the node's Slurm: $node, as nproc says" \
     || check FAIL "the node's Slurm: $node; nproc --all says $(nproc --all)"
 
+results="$(.venv/bin/python -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["results_dir"])' "$CONFIG")"
+ON_SLURM="$results-slurm" LOCAL="$results-local"
+rm -rf "$BUILD" "$ON_SLURM" "$LOCAL"
 mkdir -p "$(dirname "$ON_SLURM")"
 t0=$SECONDS
 # The A64FX profile asks for an account and a partition: this Slurm keeps no accounts (any name
