@@ -228,3 +228,13 @@ def test_a_differing_count_or_instruction_row_fails_naming_it(tmp_path: Path) ->
     assert "ci/node/compare-tables: counts.csv: copy/acle_4v/512/4096/roi.total: value 20482 != 20483" in lines
     assert ("ci/node/compare-tables: perf.csv: copy/acle_4v/512/4096/instructions: mean 1543.0 != 1544.0, "
             "min 1543.0 != 1544.0, max 1543.0 != 1544.0") in lines
+
+
+@pytest.mark.skipif(not Path("/usr/sbin/slurmd").exists(), reason="slurm-wlm is not installed (./harness setup --with-slurm)")
+def test_an_ordinary_user_s_path_finds_the_slurm_daemons() -> None:
+    """Debian gives an ordinary user (the arm64 node's harness) no sbin on PATH, where slurmd,
+    slurmctld and munged are: the installer took them for missing although installed."""
+    proc = subprocess.run(["bash", str(REPO / "setup" / "install.sh"), "--check", "--with-slurm"], capture_output=True,
+                          text=True, env={**os.environ, "PATH": "/usr/local/bin:/usr/bin:/bin"}, timeout=120)
+    assert "setup/install.sh --check" in proc.stdout
+    assert [line for line in proc.stdout.splitlines() if "not on PATH" in line] == []
