@@ -64,6 +64,10 @@ write_conf() {
     # The jobs' users reach munged's socket in it (the key stays 600); munged --force accepts a
     # folder under a user's home.
     chmod 755 "$DIR/munge"
+    # slurmd 22.05 loads a cgroup plugin at start although nothing here uses cgroups, and its
+    # autodetection fails where no cgroup filesystem is mounted (no systemd: the arm64 node;
+    # slurmd.log "No filesystem mounted on /sys/fs/cgroup"): name one there.
+    if mountpoint -q /sys/fs/cgroup; then rm -f "$DIR/cgroup.conf"; else echo "CgroupPlugin=cgroup/v1" >"$DIR/cgroup.conf"; fi
     cat >"$CONF.new" <<EOF
 # Written by $ME for this host; rewritten at every start.
 ClusterName=sveharness
