@@ -210,7 +210,9 @@ missing_apt() {
 missing_cmds() {
     local e
     for e in "$@"; do
-        command -v "${e%%:*}" >/dev/null 2>&1 || echo "${e%%:*} (from ${e#*:})"
+        # Also root's sbin: the Slurm daemons are there, which an ordinary user's PATH (Debian's
+        # /etc/profile) lacks; setup/slurm.sh starts them as root, through sudo.
+        PATH="$PATH:/usr/sbin:/sbin" command -v "${e%%:*}" >/dev/null 2>&1 || echo "${e%%:*} (from ${e#*:})"
     done
 }
 

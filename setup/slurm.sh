@@ -16,6 +16,10 @@
 # Installed by `setup/install.sh --with-slurm` (the no-removal apt rule), stopped by
 # `setup/install.sh --stop-slurm`.
 #
+# The daemons run as root (slurmd starts each job as its user). An ordinary user with sudo (the
+# arm64 node's `harness`, a workstation's admin) gets start and stop through `sudo -n`, the
+# files still in the user's cache; without sudo, one line says who can.
+#
 # Accounting: slurmdbd needs a MySQL/MariaDB server, which this single node does without:
 # accounting_storage/none, and every finished job is written by jobcomp/filetxt to
 # jobcomp.log (job id, name, state, node, times). Slurm 22.05's `sacct` cannot read that file
@@ -57,7 +61,13 @@ write_conf() {
     NODE="${node%% *}"; NODE="${NODE#NodeName=}"
     local name="$NODE"
     mkdir -p "$DIR/state/ctld" "$DIR/state/d" "$DIR/run" "$DIR/log" "$DIR/munge"
-    chmod 700 "$DIR/munge"
+    # The jobs' users reach munged's socket in it (the key stays 600); munged --force accepts a
+    # folder under a user's home.
+    chmod 755 "$DIR/munge"
+    # slurmd 22.05 loads a cgroup plugin at start although nothing here uses cgroups, and its
+    # autodetection fails where no cgroup filesystem is mounted (no systemd: the arm64 node;
+    # slurmd.log "No filesystem mounted on /sys/fs/cgroup"): name one there.
+    if mountpoint -q /sys/fs/cgroup; then rm -f "$DIR/cgroup.conf"; else echo "CgroupPlugin=cgroup/v1" >"$DIR/cgroup.conf"; fi
     cat >"$CONF.new" <<EOF
 # Written by $ME for this host; rewritten at every start.
 ClusterName=sveharness
@@ -196,9 +206,19 @@ stop() {
     if [[ ${#stopped[@]} -eq 0 ]]; then say "Slurm was not running"; else say "stopped ${stopped[*]}"; fi
 }
 
+as_root() {  # start or stop as root: this script again through sudo, with this user's cache
+    [[ "$(id -u)" != 0 ]] || return 0
+    local fix="run it as root, or as a user with password-less sudo"
+    command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null \
+        || die "the local Slurm's daemons run as root (slurmd starts each job as its user), and this user has no sudo: $fix"
+    # The cache is made as this user first: made by root, the user could no longer write in it.
+    mkdir -p "$CACHE"
+    exec sudo -n env HARNESS_CACHE="$CACHE" bash "$(readlink -f "${BASH_SOURCE[0]}")" "$1"
+}
+
 case "${1:-}" in
-    start) start ;;
-    stop) stop ;;
+    start) as_root start; start ;;
+    stop) as_root stop; stop ;;
     status)
         node_up || { echo "$ME: the local Slurm is not up (fix: ./harness setup --with-slurm)"; exit 1; }
         sinfo -p "$PARTITION"; squeue ;;

@@ -196,17 +196,28 @@ def preflight(prof: dict[str, Any]) -> str:
     return partition
 
 
+def up_nodes(partition: str, field: str, what: str) -> list[tuple[int, str]]:
+    """[(value, node)] of one sinfo field (%m memory in MB, %c CPUs) of the partition's nodes that
+    can run jobs; refuses (one line) when Slurm does not say it."""
+    proc = _run(["sinfo", "-h", "-N", "-p", partition, "-o", f"%N|{field}|%t"])
+    rows = [line.split("|") for line in proc.stdout.splitlines() if line.count("|") == 2]
+    found = [(int(v), n) for n, v, t in rows if v.isdigit() and t.rstrip("*~#!%$@^-") in UP_STATES]
+    if proc.returncode != 0 or not found:
+        raise SlurmError(f"Slurm did not say the {what} of partition {partition}'s nodes (sinfo -o {field}: "
+                         f"{(proc.stderr or proc.stdout or 'no answer').strip()}); nothing was submitted")
+    return found
+
+
 def largest_node(partition: str) -> tuple[str, int]:
     """(node, its memory in MB): the partition's node with the most memory (RealMemory) among
     those that can run jobs, which the size check judges a sweep through it by."""
-    proc = _run(["sinfo", "-h", "-N", "-p", partition, "-o", "%N|%m|%t"])
-    rows = [line.split("|") for line in proc.stdout.splitlines() if line.count("|") == 2]
-    sizes = [(int(m), n) for n, m, t in rows if m.isdigit() and t.rstrip("*~#!%$@^-") in UP_STATES]
-    if proc.returncode != 0 or not sizes:
-        raise SlurmError(f"Slurm did not say the memory of partition {partition}'s nodes (sinfo -o %m: "
-                         f"{(proc.stderr or proc.stdout or 'no answer').strip()}); nothing was submitted")
-    memory_mb, node = max(sizes)
+    memory_mb, node = max(up_nodes(partition, "%m", "memory"))
     return node, memory_mb
+
+
+def most_cpus(partition: str) -> int:
+    """The most CPUs of a node of the partition that can run jobs: more a job never gets there."""
+    return max(up_nodes(partition, "%c", "CPUs"))[0]
 
 
 def without_slurmdbd() -> bool:
@@ -257,6 +268,40 @@ def groups_of(prof: dict[str, Any], name: str | None) -> Groups:
     return Groups(values["cores"], values["count-jobs"], values["min-cells"], values["one-job-cells"])
 
 
+def fit_to_nodes(prof: dict[str, Any], grouped: Groups, cpus: int, memory_mb: int
+                 ) -> tuple[dict[str, Any], Groups, list[str]]:
+    """The profile's requests cut to the partition's largest node: a job asking more CPUs or
+    memory than any node has never starts (sbatch: "Requested node configuration is not
+    available"). So a profile written for other nodes (a64fx: 48 cores, 16 GB a measurement)
+    runs on the nodes there are. Returns what was cut, each "where FROM -> TO", for the line
+    that says so (fitted_line)."""
+    cut: list[str] = []
+    limits = {"cpus_per_task": cpus, "mem_mb": memory_mb}
+
+    def cap(where: str, value: Any, most: int) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and value > most:
+            cut.append(f"{where} {value} -> {most}")
+            return most
+        return value
+
+    def fit(where: str, res: dict[str, Any]) -> dict[str, Any]:
+        return {k: cap(f"{where}.{k}", v, limits[k]) if k in limits else v for k, v in res.items()}
+
+    cores = cap(f"{GROUPS_KEY}.cores", grouped.cores, cpus)
+    out = {**prof, "default-resources": fit("default-resources", prof.get("default-resources") or {})}
+    if prof.get("set-resources"):
+        out["set-resources"] = {rule: fit(f"set-resources.{rule}", res) for rule, res in prof["set-resources"].items()}
+    if prof.get("set-threads"):
+        out["set-threads"] = {rule: cap(f"set-threads.{rule}", n, cpus) for rule, n in prof["set-threads"].items()}
+    return out, Groups(cores, grouped.count_jobs, grouped.min_cells, grouped.one_job_cells), cut
+
+
+def fitted_line(name: str | None, partition: str, cpus: int, memory_mb: int, cut: list[str]) -> str:
+    return (f"slurm: the profile {name or 'slurm'} asks more than partition {partition}'s nodes have "
+            f"(at most {cpus} CPU{'s' if cpus != 1 else ''} and {memory_mb} MB), so its jobs ask for that: "
+            + ", ".join(cut))
+
+
 @dataclass
 class Plan:
     name: str | None
@@ -267,6 +312,7 @@ class Plan:
     largest: tuple[str, int]  # the partition's node with the most memory, and its MB (largest_node)
     steady: float | None = None  # the seconds between status checks, each time (harness-steady-status-checks)
     direct: bool = False  # the profile's harness-direct-job-step
+    fitted: str | None = None  # the line saying what of the profile was cut to the partition's nodes (fit_to_nodes)
 
     def machine(self) -> config.Machine:
         """Where the jobs run, for the size check (not the submitting host)."""
@@ -295,7 +341,11 @@ def prepare(name: str | None, account: str | None, partition: str | None) -> Pla
     prof = {k: v for k, v in prof.items() if k not in HARNESS_KEYS}
     conf = use_local_conf()
     partition = preflight(prof)
-    return Plan(name, prof, partition, conf, groups, largest_node(partition), steady, direct)
+    largest = largest_node(partition)
+    cpus = most_cpus(partition)
+    prof, groups, cut = fit_to_nodes(prof, groups, cpus, largest[1])
+    fitted = fitted_line(name, partition, cpus, largest[1], cut) if cut else None
+    return Plan(name, prof, partition, conf, groups, largest, steady, direct, fitted)
 
 
 def flag(prof: dict[str, Any], key: str, name: str | None) -> bool:
@@ -339,6 +389,8 @@ def run(cmd: list[str], plan: Plan, pass_fds: tuple[int, ...] = ()) -> int:
     guard.run starts it) gets a SIGINT and cancels the run's Slurm jobs; then Interrupted, whose
     line says how many were cancelled."""
     print(plan.line(), flush=True)
+    if plan.fitted:
+        print(plan.fitted, flush=True)
     prof, part = plan.profile, plan.partition
     with tempfile.TemporaryDirectory(prefix="sve-slurm-profile-") as tmp:
         pdir = write_profile(prof, Path(tmp) / "profile")
