@@ -400,7 +400,7 @@ def test_the_sweep_file_says_where_armie_counts_come_from(tmp_path: Path) -> Non
     PATH as before; a value it does not know is one line naming the ones it does."""
     assert armie.via(config.load(_via_guest(tmp_path))) == armie.VIA_GUEST
     assert armie.via(config.load(_via_guest(tmp_path, section=""))) == armie.VIA_ARMIE
-    for bad, why in (("armie: {via: native}", "armie/via: 'native' is not one of ['armie', 'guest']"),
+    for bad, why in (("armie: {via: emulated}", "armie/via: 'emulated' is not one of ['armie', 'guest', 'native']"),
                      ("armie: {through: guest}", "armie: Additional properties are not allowed ('through' was unexpected)")):
         cfg = _via_guest(tmp_path, section=bad)
         with pytest.raises(config.ConfigError) as e:
