@@ -18,7 +18,7 @@ import pytest
 from analysis.backends import RunError, armie, armie_native, qemu
 from analysis.core import config
 from analysis.core.toolchain import ToolchainError
-from conftest import REPO, path_without, stand_ins
+from conftest import REPO, armie_plan, path_without, stand_ins, tiny_with_armie
 
 FIXTURES = REPO / "tests" / "fixtures" / "armie"
 NATIVE_SETUP = REPO / "setup" / "dynamorio-native.sh"
@@ -26,13 +26,9 @@ INSTALL = REPO / "setup" / "install.sh"
 ON_AARCH64 = platform.machine() == "aarch64"
 
 
-def _via_native(tmp_path: Path, vls: str = "[128, 384, 512]", section: str = "armie: {via: native}") -> Path:
+def _via_native(tmp_path: Path, vls: str = "[128, 384, 512]") -> Path:
     """The tiny sweep with armie beside qemu, counted natively, at a VL DynamoRIO does not run too."""
-    text = (REPO / "configs" / "tiny.yaml").read_text()
-    cfg = tmp_path / "via-native.yaml"
-    cfg.write_text(text.replace("backends: [qemu]", f"backends: [qemu, armie]\n{section}")
-                   .replace("vector_lengths: [128, 512]", f"vector_lengths: {vls}"))
-    return cfg
+    return tiny_with_armie(tmp_path, "armie: {via: native}", vls)
 
 
 def test_the_sweep_file_may_ask_for_dynamorio_natively(tmp_path: Path) -> None:
@@ -135,14 +131,6 @@ def test_the_vl_setter_refuses_in_one_line_where_prctl_cannot_set_it() -> None:
         2, "usage error: sve_vl_exec.py VL COMMAND [ARG...] (VL in bits, a multiple of 128)\n")
 
 
-def _plan(runs: list[config.Run], binary: Path):  # type: ignore[no-untyped-def]
-    from analysis.backends import Plan
-    meta = {"kernel": "copy", "variant": "acle_4v", "layout": "contiguous", "build": "vla", "cpu_model": "a64fx",
-            "backend": armie.NAME, "compiler": "gcc", "binary": str(binary), "binary_sha256": "0" * 64,
-            "build_commands": ["gcc ..."], "versions": {"armie": "DynamoRIO 11.91.0 natively"}}
-    return Plan(armie.NAME, str(binary), "a64fx", tuple(runs), tuple(10.0 for _ in runs), {}, meta, {"via": "native"})
-
-
 def test_a_native_job_is_one_drrun_per_vl_and_records_what_the_table_reads(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """armie.run_job via native (SYNTHETIC client output from a stand-in process, nothing of
@@ -166,7 +154,7 @@ def test_a_native_job_is_one_drrun_per_vl_and_records_what_the_table_reads(
     binary.write_bytes(b"\x7fELF")
     sizes = (0, 1048576, 2097152)
     runs = [config.Run(vl, s, "-", "uint8", ()) for vl in (512, 128) for s in sizes]
-    plan = _plan(runs, binary)
+    plan = armie_plan(runs, binary, "native", "a64fx")
     fixture = "SYNTHETIC-dynamorio-batch"
     meta, records = armie.run_job(plan, io.StringIO())
     assert started.read_text().splitlines() == [" ".join(["512", "./k", *qemu.batch_argv(runs[:3])]),
@@ -244,8 +232,9 @@ def test_on_arm64_dynamorio_s_source_build_is_native(cache_env: dict[str, str], 
     """setup/dynamorio.sh by HARNESS_HOST_ARCH: on arm64 it asks for the host's g++ (not the
     cross one) and configures without the cross toolchain file; on amd64 with it (a stand-in
     cmake records its arguments and fails, so nothing is built)."""
-    proc = _run([str(REPO / "setup" / "dynamorio.sh")],
-                {**cache_env, "HARNESS_HOST_ARCH": "arm64", "PATH": path_without(tmp_path / "nogxx", "g++")})
+    path = path_without(tmp_path / "nogxx", "g++")
+    stand_ins(tmp_path / "nogxx", ("cmake", "gcc", "make", "perl", "patch", "bzip2", "dpkg-deb", "git", "python3"))
+    proc = _run([str(REPO / "setup" / "dynamorio.sh")], {**cache_env, "HARNESS_HOST_ARCH": "arm64", "PATH": path})
     assert (proc.returncode, proc.stderr) == (1, "setup/dynamorio.sh: g++ not found; fix: apt-get install g++ (or "
                                                  "./harness setup --with-dynamorio, which installs it)\n")
     pin = "05e316505beb69586142243af1647449945772b7"
