@@ -183,7 +183,7 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def cache_env(tmp_path: Path) -> dict[str, str]:
+def native_cache(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "cache").mkdir()
     base = {k: v for k, v in os.environ.items() if k not in ("DYNAMORIO_HOME", "HARNESS_HOST_ARCH", "DYNAMORIO_SRC")}
     return {**base, "HARNESS_CACHE": str(tmp_path / "cache")}
@@ -199,22 +199,22 @@ def test_with_dynamorio_installs_cmake_and_the_build_tools_on_arm64_and_skips_on
                           "armie: {via: guest})\n")
 
 
-def test_the_native_install_says_where_it_goes_and_refuses_an_x86_64_host(cache_env: dict[str, str]) -> None:
-    where = Path(cache_env["HARNESS_CACHE"]) / "dynamorio-native"
-    assert _run([str(NATIVE_SETUP), "--where"], cache_env).stdout == f"{where}\n"
-    proc = _run([str(NATIVE_SETUP), "--path"], cache_env)
+def test_the_native_install_says_where_it_goes_and_refuses_an_x86_64_host(native_cache: dict[str, str]) -> None:
+    where = Path(native_cache["HARNESS_CACHE"]) / "dynamorio-native"
+    assert _run([str(NATIVE_SETUP), "--where"], native_cache).stdout == f"{where}\n"
+    proc = _run([str(NATIVE_SETUP), "--path"], native_cache)
     assert (proc.returncode, proc.stdout) == (1, "")
     assert proc.stderr == (f"setup/dynamorio-native.sh: DynamoRIO with the ROI client is not installed on this host (it "
                            f"would be {where}; fix: ./harness setup --with-dynamorio, or DYNAMORIO_HOME=<AArch64 "
                            "DynamoRIO release tree> ./harness setup --with-dynamorio)\n")
-    proc = _run([str(NATIVE_SETUP)], {**cache_env, "HARNESS_HOST_ARCH": "amd64"})
+    proc = _run([str(NATIVE_SETUP)], {**native_cache, "HARNESS_HOST_ARCH": "amd64"})
     assert (proc.returncode, proc.stderr) == (2, "setup/dynamorio-native.sh: this host is amd64, and DynamoRIO for "
                                                  "AArch64 runs on an arm64 host only; here the emulated guest runs it: "
                                                  "./harness setup --with-arm64-vm and armie: {via: guest}\n")
-    assert list(Path(cache_env["HARNESS_CACHE"]).iterdir()) == []
+    assert list(Path(native_cache["HARNESS_CACHE"]).iterdir()) == []
 
 
-def test_a_dynamorio_home_for_another_cpu_is_refused_before_anything_is_created(cache_env: dict[str, str],
+def test_a_dynamorio_home_for_another_cpu_is_refused_before_anything_is_created(native_cache: dict[str, str],
                                                                                  tmp_path: Path) -> None:
     home = tmp_path / "dr-x86"
     (home / "bin64").mkdir(parents=True)
@@ -222,23 +222,23 @@ def test_a_dynamorio_home_for_another_cpu_is_refused_before_anything_is_created(
     (home / "bin64" / "drrun").write_bytes(b"\x7fELF" + bytes(14) + b"\x3e\x00")  # e_machine EM_X86_64
     (home / "bin64" / "drrun").chmod(0o755)
     (home / "cmake" / "DynamoRIOConfig.cmake").write_text("")
-    proc = _run([str(NATIVE_SETUP)], {**cache_env, "HARNESS_HOST_ARCH": "arm64", "DYNAMORIO_HOME": str(home)})
+    proc = _run([str(NATIVE_SETUP)], {**native_cache, "HARNESS_HOST_ARCH": "arm64", "DYNAMORIO_HOME": str(home)})
     assert (proc.returncode, proc.stderr) == (2, f"setup/dynamorio-native.sh: DYNAMORIO_HOME={home} is not an AArch64 "
                                                  "DynamoRIO (bin64/drrun is not an AArch64 ELF)\n")
-    assert list(Path(cache_env["HARNESS_CACHE"]).iterdir()) == []
+    assert list(Path(native_cache["HARNESS_CACHE"]).iterdir()) == []
 
 
-def test_on_arm64_dynamorio_s_source_build_is_native(cache_env: dict[str, str], tmp_path: Path) -> None:
+def test_on_arm64_dynamorio_s_source_build_is_native(native_cache: dict[str, str], tmp_path: Path) -> None:
     """setup/dynamorio.sh by HARNESS_HOST_ARCH: on arm64 it asks for the host's g++ (not the
     cross one) and configures without the cross toolchain file; on amd64 with it (a stand-in
     cmake records its arguments and fails, so nothing is built)."""
     path = path_without(tmp_path / "nogxx", "g++")
     stand_ins(tmp_path / "nogxx", ("cmake", "gcc", "make", "perl", "patch", "bzip2", "dpkg-deb", "git", "python3"))
-    proc = _run([str(REPO / "setup" / "dynamorio.sh")], {**cache_env, "HARNESS_HOST_ARCH": "arm64", "PATH": path})
+    proc = _run([str(REPO / "setup" / "dynamorio.sh")], {**native_cache, "HARNESS_HOST_ARCH": "arm64", "PATH": path})
     assert (proc.returncode, proc.stderr) == (1, "setup/dynamorio.sh: g++ not found; fix: apt-get install g++ (or "
                                                  "./harness setup --with-dynamorio, which installs it)\n")
     pin = "05e316505beb69586142243af1647449945772b7"
-    d = Path(cache_env["HARNESS_CACHE"]) / f"dynamorio-{pin[:12]}"
+    d = Path(native_cache["HARNESS_CACHE"]) / f"dynamorio-{pin[:12]}"
     for step, out in (("deps", "zlib"), ("source", "src")):  # fetched and unpacked: the next step configures
         (d / out).mkdir(parents=True)
         (d / f".done-{step}").write_text(f"{pin}\n")
@@ -248,7 +248,7 @@ def test_on_arm64_dynamorio_s_source_build_is_native(cache_env: dict[str, str], 
     (bindir / "cmake").chmod(0o755)
     for arch in ("arm64", "amd64"):
         proc = _run([str(REPO / "setup" / "dynamorio.sh")],
-                    {**cache_env, "HARNESS_HOST_ARCH": arch, "PATH": f"{bindir}:{os.environ['PATH']}"})
+                    {**native_cache, "HARNESS_HOST_ARCH": arch, "PATH": f"{bindir}:{os.environ['PATH']}"})
         assert proc.returncode == 1 and "DynamoRIO's configure failed" in proc.stderr
     native, cross = (tmp_path / "cmake.args").read_text().splitlines()
     assert "CMAKE_TOOLCHAIN_FILE" not in native and native.startswith(f"-S {d}/src -B {d}/build -DDEBUG=OFF")
