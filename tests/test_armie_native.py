@@ -253,3 +253,15 @@ def test_on_arm64_dynamorio_s_source_build_is_native(native_cache: dict[str, str
     native, cross = (tmp_path / "cmake.args").read_text().splitlines()
     assert "CMAKE_TOOLCHAIN_FILE" not in native and native.startswith(f"-S {d}/src -B {d}/build -DDEBUG=OFF")
     assert f"-DCMAKE_TOOLCHAIN_FILE={d}/src/make/toolchain-aarch64.cmake" in cross
+
+
+def test_the_summary_compares_its_rows_with_qemus_at_the_vls_dynamorio_runs() -> None:
+    """results/summary.md's armie section on rows counted natively: as the guest's, VL 384 not run."""
+    from test_arm64_vm import _counts_and_provenance
+    counts, prov = _counts_and_provenance("DynamoRIO natively")
+    assert armie.report(counts, prov)[1:] == [
+        "## armie's counts (DynamoRIO natively) against the QEMU plugins'", "",
+        "DynamoRIO natively vs QEMU plugins, ROI total and SVE count per cell: 1 of 3 cells equal.", "",
+        "- differs: copy-acle_4v gcc vla max VL 512 size 65536: 1306 total, 521 SVE; QEMU plugins 1306 total, 520 SVE",
+        "- no count: copy-acle_4v gcc vla max VL 256 size 65536: no armie row",
+        "- VL 384: 1 cells not run: DynamoRIO supports VL 128/256/512 only"]
