@@ -57,12 +57,12 @@ MODULES=(fs/netfs/netfs fs/fscache/fscache net/9p/9pnet net/9p/9pnet_virtio fs/9
 # busybox applets the batches and /init use (no --install: busybox cannot run on the host).
 APPLETS=(sh ash cat cp cut date dmesg echo env false grep head id insmod ls mkdir mount mv
          poweroff printf rm sed seq sleep sort sync tail tee test timeout tr true umount uname wc)
-# DynamoRIO runs SVE code from 11.0 on (signal context, scatter/gather: the reference note).
-DR_MIN_VERSION="11.0"
 NEED_GIB=${ARM64_VM_NEED_GIB:-2}
 
 # shellcheck source=setup/cache.sh
 source "$(dirname "$0")/cache.sh"
+# shellcheck source=setup/dynamorio-tree.sh
+source "$(dirname "$0")/dynamorio-tree.sh"
 DIR="$CACHE/arm64-vm-$KERNEL_ABI"
 DR_DIR="$DIR/dynamorio"
 STAMP="$DIR/installed"
@@ -97,13 +97,6 @@ client_stale() {
     [[ ! -f "$CLIENT" || "$CLIENT_SRC/roi_inscount.c" -nt "$CLIENT" || "$CLIENT_SRC/CMakeLists.txt" -nt "$CLIENT" ]]
 }
 
-# Version of the DynamoRIO install tree $1 (from its CMake package), or nothing.
-dr_version() {
-    # `set(PACKAGE_VERSION 11.91.0)` in DynamoRIO's own builds; quoted in other CMake packages.
-    sed -n 's/^ *set *( *PACKAGE_VERSION *"\{0,1\}\([0-9.]*\)"\{0,1\} *).*/\1/p' "$1/cmake/DynamoRIOConfigVersion.cmake" 2>/dev/null
-}
-version_at_least() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" == "$2" ]]; }
-
 # Without DYNAMORIO_HOME: DynamoRIO from source (setup/dynamorio.sh), unless the guest holds one
 # copied from a DYNAMORIO_HOME given earlier (.done-dynamorio names its tree): a later setup
 # without the variable keeps the user's DynamoRIO rather than build and replace it.
@@ -118,15 +111,7 @@ if [[ -z "${DYNAMORIO_HOME:-}" ]]; then
 fi
 
 # Bad input first: nothing under the cache is created and no tool is needed to refuse it.
-if [[ -n "${DYNAMORIO_HOME:-}" ]]; then
-    [[ -x "$DYNAMORIO_HOME/bin64/drrun" && -f "$DYNAMORIO_HOME/cmake/DynamoRIOConfig.cmake" ]] \
-        || bad "DYNAMORIO_HOME=$DYNAMORIO_HOME is not a DynamoRIO install tree (no bin64/drrun or cmake/DynamoRIOConfig.cmake)"
-    file_out=$(od -An -tx1 -j18 -N2 "$DYNAMORIO_HOME/bin64/drrun" | tr -d ' ')
-    [[ "$file_out" == "b700" ]] || bad "DYNAMORIO_HOME=$DYNAMORIO_HOME is not an AArch64 DynamoRIO (bin64/drrun is not an AArch64 ELF)"
-    have=$(dr_version "$DYNAMORIO_HOME")
-    [[ -n "$have" ]] && version_at_least "$have" "$DR_MIN_VERSION" \
-        || bad "DYNAMORIO_HOME=$DYNAMORIO_HOME is DynamoRIO ${have:-of unknown version}; the guest needs $DR_MIN_VERSION or newer"
-fi
+[[ -z "${DYNAMORIO_HOME:-}" ]] || check_dr_home "$DYNAMORIO_HOME" "the guest"
 # Built: every step's stamp, the boot check's, and an initramfs newer than the /init it holds.
 built() {
     local step
@@ -238,16 +223,9 @@ fi
 # The client follows its source: an edited client is rebuilt without copying DynamoRIO again.
 if done_step dynamorio && client_stale; then
     command -v cmake >/dev/null 2>&1 || die "cmake not found; fix: $FIX (installs cmake)"
-    rm -rf "$DIR/client-build" "$DR_DIR/harness"
-    say "building the ROI client (armie_clients/dynamorio) against DynamoRIO $(dr_version "$DR_DIR")"
-    if ! (cmake -S "$CLIENT_SRC" -B "$DIR/client-build" -DDynamoRIO_DIR="$DR_DIR/cmake" \
-              -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
-              -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_BUILD_TYPE=Release \
-          && cmake --build "$DIR/client-build") >"$DIR/client.log" 2>&1; then
-        rm -rf "$DIR/client-build"
-        die "the ROI client did not build against $DR_DIR; see $DIR/client.log"
-    fi
-    grep -q 'warning:' "$DIR/client.log" && say "the ROI client built with warnings; see $DIR/client.log"
+    rm -rf "$DR_DIR/harness"
+    build_client "$DR_DIR" "$DIR/client-build" "$DIR/client.log" \
+        -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc
     mkdir -p "$DR_DIR/harness"
     cp "$DIR/client-build/libroi_inscount.so" "$CLIENT"
     dr_version "$DR_DIR" >"$DR_DIR/harness/version"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Cross-build DynamoRIO for AArch64 at a pinned commit into a cache directory outside the
-# repository (issue 35): the DynamoRIO that setup/arm64-vm.sh puts into the emulated AArch64
-# guest when no DYNAMORIO_HOME is given. Only what the harness's ROI client needs is built
-# (the core, drrun, and the static drmgr, drreg and drx); the result is a DynamoRIO home
-# (bin64, lib64, cmake, include, ext) that the client builds against.
+# Build DynamoRIO for AArch64 at a pinned commit into a cache directory outside the repository
+# (issue 35): on an x86-64 host a cross build, the DynamoRIO that setup/arm64-vm.sh puts into the
+# emulated AArch64 guest when no DYNAMORIO_HOME is given; on an arm64 host a native build with
+# its own gcc, the one setup/dynamorio-native.sh gives the armie backend's `via: native` (the
+# host's architecture as setup/install.sh reads it: HARNESS_HOST_ARCH, else dpkg's). Only what
+# the harness's ROI client needs is built (the core, drrun, and the static drmgr, drreg and
+# drx); the result is a DynamoRIO home (bin64, lib64, cmake, include, ext), the same AArch64
+# code either way, that the client builds against.
 #
 #   setup/dynamorio.sh           build it unless the cache already holds it (then: nothing)
 #   setup/dynamorio.sh --path    print the DynamoRIO home; "not built" on stderr and exit 1 when
@@ -62,6 +65,16 @@ TARGETS=(dynamorio drrun drmgr_static drreg_static drx_static)
 # Measured: source copy 107 MB, build tree 184 MB, home 73 MB, downloads 13 MB (376 MB).
 NEED_GIB=${DYNAMORIO_NEED_GIB:-1}
 FIX="./harness setup --with-arm64-vm"
+# The compilers: the cross ones and DynamoRIO's toolchain file on x86-64, the host's own on arm64
+# (Debian's arm64 gcc has no cross sysroot for the toolchain file to search).
+HOST_ARCH="${HARNESS_HOST_ARCH:-$(dpkg --print-architecture 2>/dev/null || echo amd64)}"
+COMPILERS=(aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu aarch64-linux-gnu-g++:g++-aarch64-linux-gnu)
+HOW="for aarch64 (cross, make/toolchain-aarch64.cmake)"
+if [[ $HOST_ARCH == arm64 ]]; then
+    COMPILERS=(gcc:gcc g++:g++)
+    HOW="natively (this arm64 host's gcc)"
+    FIX="./harness setup --with-dynamorio"
+fi
 
 # Bad input (source, Debian files, disk): exit 2 before anything under the cache is created.
 # shellcheck source=setup/cache.sh
@@ -123,7 +136,7 @@ fi
 need_disk "$DIR" "$NEED_GIB" "the DynamoRIO build"
 
 # Tools, each named with the Debian package that provides it.
-for entry in cmake:cmake aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu aarch64-linux-gnu-g++:g++-aarch64-linux-gnu \
+for entry in cmake:cmake "${COMPILERS[@]}" \
              make:make perl:perl patch:patch bzip2:bzip2 dpkg-deb:dpkg git:git python3:python3; do
     command -v "${entry%%:*}" >/dev/null 2>&1 \
         || die "${entry%%:*} not found; fix: apt-get install ${entry#*:} (or $FIX, which installs it)"
@@ -214,8 +227,10 @@ BUILD="$DIR/build"
 LOG="$DIR/build.log"
 if ! done_step configure; then
     rm -rf "$BUILD" "$DIR/.done-make"
-    say "configuring DynamoRIO for aarch64 (cross, make/toolchain-aarch64.cmake); log: $LOG"
-    if ! cmake -S "$DIR/src" -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE="$DIR/src/make/toolchain-aarch64.cmake" \
+    say "configuring DynamoRIO $HOW; log: $LOG"
+    toolchain=(-DCMAKE_TOOLCHAIN_FILE="$DIR/src/make/toolchain-aarch64.cmake")
+    [[ $HOST_ARCH != arm64 ]] || toolchain=()
+    if ! cmake -S "$DIR/src" -B "$BUILD" "${toolchain[@]}" \
             -DDEBUG=OFF -DBUILD_DOCS=OFF -DBUILD_CLIENTS=OFF -DBUILD_TESTS=OFF -DBUILD_SAMPLES=OFF \
             -DZLIB_INCLUDE_DIR="$DIR/zlib/usr/include" \
             -DZLIB_LIBRARY="$DIR/zlib/usr/lib/aarch64-linux-gnu/libz.a" >"$LOG" 2>&1; then

@@ -32,6 +32,11 @@
 #                                    e2fsprogs, then build the arm64 node: a whole Debian 12
 #                                    arm64 system on a disk image, booted under
 #                                    qemu-system-aarch64 (setup/arm64-node.sh; needs root)
+#   setup/install.sh --with-dynamorio also cmake and DynamoRIO's build tools, then DynamoRIO with the
+#                                    harness's ROI client on this host (setup/dynamorio-native.sh:
+#                                    built from source natively, or DYNAMORIO_HOME's copied), for
+#                                    the armie backend's `via: native`; arm64 hosts only (an x86-64
+#                                    host skips it in one line: its DynamoRIO is the guest's)
 #   setup/install.sh --print-packages
 #                                    print the apt packages the other options name (installed
 #                                    or not), install nothing
@@ -121,6 +126,10 @@ APT_ARM64_VM=(qemu-system-arm cpio cmake g++-aarch64-linux-gnu patch bzip2)
 # The arm64 node (issue 52): the emulator, qemu-img (ci/aarch64-node's overlays), the
 # initramfs packer, debootstrap and mke2fs (-d: the image without a loop mount).
 APT_ARM64_NODE=(qemu-system-arm qemu-utils cpio debootstrap e2fsprogs)
+# DynamoRIO on an arm64 host (issue 52 item 4): cmake for the ROI client, and what DynamoRIO's
+# native build (setup/dynamorio.sh) needs beside the base packages: g++, patch (DynamoRIO
+# patches elfutils) and bzip2 (elfutils' tarball).
+APT_DYNAMORIO=(cmake g++ patch bzip2)
 # Where Debian's arm64 Open MPI puts its headers (the file the cheap recheck looks for).
 MPI_HEADER=/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h
 # Host toolchain named in every apt install command (protects it from removal).
@@ -353,7 +362,7 @@ need_root_or_explain() {
 # run in the user's clone it would leave a .venv the user cannot write).
 setup_command() {
     local c="./harness setup" f
-    for f in MPI:mpi GEM5:gem5 SLURM:slurm OMPI5:ompi5 ARM64_VM:arm64-vm ARM64_NODE:arm64-node; do
+    for f in MPI:mpi GEM5:gem5 SLURM:slurm OMPI5:ompi5 ARM64_VM:arm64-vm ARM64_NODE:arm64-node DYNAMORIO:dynamorio; do
         local v="WITH_${f%%:*}"
         [[ ${!v} -eq 1 ]] && c+=" --with-${f#*:}"
     done
@@ -559,6 +568,7 @@ WITH_SLURM=0
 WITH_OMPI5=0
 WITH_ARM64_VM=0
 WITH_ARM64_NODE=0
+WITH_DYNAMORIO=0
 FORCE=0
 SIMFILE=""
 while [[ $# -gt 0 ]]; do
@@ -573,6 +583,7 @@ while [[ $# -gt 0 ]]; do
         --with-ompi5) WITH_OMPI5=1 ;;
         --with-arm64-vm) WITH_ARM64_VM=1 ;;
         --with-arm64-node) WITH_ARM64_NODE=1 ;;
+        --with-dynamorio) WITH_DYNAMORIO=1 ;;
         --print-packages) MODE=print ;;
         --force) FORCE=1 ;;
         --check-simulation)
@@ -594,6 +605,11 @@ if [[ $HOST_ARCH == arm64 && ( $WITH_ARM64_VM -eq 1 || $WITH_ARM64_NODE -eq 1 ) 
     say "skipping --with-arm64-vm and --with-arm64-node: they emulate an AArch64 machine for an x86-64 host, and this host is arm64"
     WITH_ARM64_VM=0; WITH_ARM64_NODE=0
 fi
+# DynamoRIO for AArch64 runs natively on an AArch64 host only; an x86-64 host's is the guest's.
+if [[ $HOST_ARCH != arm64 && $WITH_DYNAMORIO -eq 1 ]]; then
+    say "skipping --with-dynamorio: DynamoRIO for AArch64 runs natively on an arm64 host only, and this host is $HOST_ARCH; here the emulated guest runs it (--with-arm64-vm; armie: {via: guest})"
+    WITH_DYNAMORIO=0
+fi
 if [[ $MODE == simcheck ]]; then
     [[ -r "$SIMFILE" ]] || die "--check-simulation needs a readable file"
     guard_simulation "$SIMFILE" "<packages>" && echo "$ME: simulation removes nothing: ok"
@@ -613,6 +629,7 @@ if [[ $WITH_ARM64_VM -eq 1 ]]; then APT_PKGS+=("${APT_ARM64_VM[@]}"); CMDS+=(qem
     aarch64-linux-gnu-g++:g++-aarch64-linux-gnu patch:patch bzip2:bzip2); fi
 if [[ $WITH_ARM64_NODE -eq 1 ]]; then APT_PKGS+=("${APT_ARM64_NODE[@]}"); CMDS+=(qemu-system-aarch64:qemu-system-arm
     qemu-img:qemu-utils cpio:cpio debootstrap:debootstrap mke2fs:e2fsprogs); fi
+if [[ $WITH_DYNAMORIO -eq 1 ]]; then APT_PKGS+=("${APT_DYNAMORIO[@]}"); CMDS+=(cmake:cmake g++:g++ patch:patch bzip2:bzip2); fi
 if [[ $MODE == print ]]; then
     # The same package once (--with-arm64-vm and --with-arm64-node share some).
     printf '%s\n' "${APT_PKGS[@]}" | awk '!seen[$0]++' | paste -sd' '
@@ -654,6 +671,9 @@ if [[ $MODE == check ]]; then
         "$ROOT/setup/arm64-node.sh" --path >/dev/null 2>&1 \
             || problems+=("the arm64 node is not built at $("$ROOT/setup/arm64-node.sh" --where) (fix: $ME --with-arm64-node)")
     fi
+    if [[ $WITH_DYNAMORIO -eq 1 ]] && ! "$ROOT/setup/dynamorio-native.sh" --path >/dev/null 2>&1; then
+        problems+=("DynamoRIO with the ROI client is not installed at $("$ROOT/setup/dynamorio-native.sh" --where) (fix: $ME --with-dynamorio)")
+    fi
     if [[ ${#problems[@]} -eq 0 ]]; then
         echo "$ME --check: all present (python $py, ${#APT_PKGS[@]} apt packages, .venv matches requirements.txt)"
         exit 0
@@ -666,6 +686,7 @@ if [[ $MODE == check ]]; then
     [[ $WITH_OMPI5 -eq 1 ]] && fixcmd+=" --with-ompi5"
     [[ $WITH_ARM64_VM -eq 1 ]] && fixcmd+=" --with-arm64-vm"
     [[ $WITH_ARM64_NODE -eq 1 ]] && fixcmd+=" --with-arm64-node"
+    [[ $WITH_DYNAMORIO -eq 1 ]] && fixcmd+=" --with-dynamorio"
     if [[ ${#MISSING[@]} -gt 0 ]] && ! can_admin; then
         echo "fix: ask root to run: $(root_command "${MISSING[@]}"); then run $fixcmd"
     else
@@ -689,6 +710,7 @@ run_builds() {
     if [[ $WITH_OMPI5 -eq 1 ]]; then "$ROOT/setup/ompi5.sh" || exit 1; fi
     if [[ $WITH_ARM64_VM -eq 1 ]]; then "$ROOT/setup/arm64-vm.sh" || exit 1; fi
     if [[ $WITH_ARM64_NODE -eq 1 ]]; then "$ROOT/setup/arm64-node.sh" || exit 1; fi
+    if [[ $WITH_DYNAMORIO -eq 1 ]]; then "$ROOT/setup/dynamorio-native.sh" || exit 1; fi
     if [[ $WITH_GEM5 -eq 1 ]]; then exec "$ROOT/setup/gem5.sh"; fi
     exit 0
 }

@@ -383,3 +383,22 @@ def count_cells(binary: Path, plugin_dir: Path, cells: list[Cell]) -> list[dict]
             assert (rec["vl"], rec["size"], rec["vl_seen"]) == (run.vl, run.size, run.vl), rec["argv"]
             _COUNTED[(binary, plugin_dir, (run.vl, run.size, run.params))] = rec
     return [_COUNTED[(binary, plugin_dir, c)] for c in cells]
+
+
+def tiny_with_armie(tmp_path: Path, section: str, vls: str = "[128, 384, 512]") -> Path:
+    """The tiny sweep with armie beside qemu (its section: where the counts come from), at VLs
+    that may include one DynamoRIO does not run."""
+    text = (REPO / "configs" / "tiny.yaml").read_text()
+    cfg = tmp_path / "tiny-armie.yaml"
+    cfg.write_text(text.replace("backends: [qemu]", f"backends: [qemu, armie]\n{section}")
+                   .replace("vector_lengths: [128, 512]", f"vector_lengths: {vls}"))
+    return cfg
+
+
+def armie_plan(runs: list, binary: Path, via: str, cpu_model: str) -> backends.Plan:
+    """An armie job's plan of copy acle_4v (gcc, VLA) with `runs`, counted `via` the guest or natively."""
+    meta = {"kernel": "copy", "variant": "acle_4v", "layout": "contiguous", "build": "vla", "cpu_model": cpu_model,
+            "backend": "armie", "compiler": "gcc", "binary": str(binary), "binary_sha256": "0" * 64,
+            "build_commands": ["gcc ..."], "versions": {"armie": f"DynamoRIO 11.91.0 ({via})"}}
+    return backends.Plan("armie", str(binary), cpu_model, tuple(runs), tuple(10.0 for _ in runs), {}, meta,
+                         {"via": via})

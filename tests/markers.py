@@ -136,6 +136,8 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "dr_measured": (SLOW, "needs_arm64_vm"),
     # test_arm64_node.py
     "node_cache": (),
+    # test_armie_native.py
+    "native_cache": (),  # an empty harness cache; nothing is built
     # test_bad_input.py
     "harness": (),
     "read_only_dir": (),

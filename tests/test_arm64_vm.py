@@ -21,7 +21,7 @@ from analysis.core import arm64_vm, config
 from analysis.core.table import COLUMNS, read_counts, write_counts
 from analysis.core.toolchain import ToolchainError
 from analysis.stages import build
-from conftest import DYNAMORIO_BUILD_TOOLS, REPO, path_without, snakemake, stand_ins
+from conftest import DYNAMORIO_BUILD_TOOLS, REPO, armie_plan, path_without, snakemake, stand_ins, tiny_with_armie
 
 SETUP = REPO / "setup" / "arm64-vm.sh"
 ABI = "6.1.0-56-arm64"
@@ -388,11 +388,7 @@ def test_dynamorio_counts_every_cell_of_a_sweep_as_the_qemu_plugins(tiny_sweep: 
 
 def _via_guest(tmp_path: Path, section: str = "armie: {via: guest}", vls: str = "[128, 384, 512]") -> Path:
     """The tiny sweep with armie beside qemu, counted through the guest, at a VL DynamoRIO does not run too."""
-    text = (REPO / "configs" / "tiny.yaml").read_text()
-    cfg = tmp_path / "via-guest.yaml"
-    cfg.write_text(text.replace("backends: [qemu]", f"backends: [qemu, armie]\n{section}")
-                   .replace("vector_lengths: [128, 512]", f"vector_lengths: {vls}"))
-    return cfg
+    return tiny_with_armie(tmp_path, section, vls)
 
 
 def test_the_sweep_file_says_where_armie_counts_come_from(tmp_path: Path) -> None:
@@ -400,7 +396,7 @@ def test_the_sweep_file_says_where_armie_counts_come_from(tmp_path: Path) -> Non
     PATH as before; a value it does not know is one line naming the ones it does."""
     assert armie.via(config.load(_via_guest(tmp_path))) == armie.VIA_GUEST
     assert armie.via(config.load(_via_guest(tmp_path, section=""))) == armie.VIA_ARMIE
-    for bad, why in (("armie: {via: native}", "armie/via: 'native' is not one of ['armie', 'guest']"),
+    for bad, why in (("armie: {via: emulated}", "armie/via: 'emulated' is not one of ['armie', 'guest', 'native']"),
                      ("armie: {through: guest}", "armie: Additional properties are not allowed ('through' was unexpected)")):
         cfg = _via_guest(tmp_path, section=bad)
         with pytest.raises(config.ConfigError) as e:
@@ -475,11 +471,7 @@ def test_via_guest_without_the_guest_is_one_line_naming_the_setup_command(tmp_pa
 
 
 def _plan(runs: list[config.Run], binary: Path) -> Any:
-    from analysis.backends import Plan
-    meta = {"kernel": "copy", "variant": "acle_4v", "layout": "contiguous", "build": "vla", "cpu_model": "max",
-            "backend": armie.NAME, "compiler": "gcc", "binary": str(binary), "binary_sha256": "0" * 64,
-            "build_commands": ["gcc ..."], "versions": {"armie": "DynamoRIO 11.91.0 in the arm64 guest"}}
-    return Plan(armie.NAME, str(binary), "max", tuple(runs), tuple(10.0 for _ in runs), {}, meta, {"via": "guest"})
+    return armie_plan(runs, binary, "guest", "max")
 
 
 def test_a_job_in_the_guest_is_one_boot_one_drrun_per_vl_and_records_the_table_reads(

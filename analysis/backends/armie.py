@@ -15,9 +15,10 @@ Shapes returned (same as the QEMU clients' JSON `roi` parts, as far as ArmIE giv
   before each run's line), each read by `parse_inscount`.
 
 Where its counts come from is the sweep file's `armie: {via: ...}`: `armie` (the default), ArmIE
-itself on an AArch64 host; `guest`, its stand-in on any host, DynamoRIO with the harness's ROI
-client in the emulated AArch64 guest (armie_guest_job), at VL 128/256/512 only: the sweep's
-other cells are not planned, and said so (preflight's note, results/summary.md).
+itself on an AArch64 host; its stand-in, DynamoRIO with the harness's ROI client, either `guest`,
+in the emulated AArch64 guest on any host (armie_guest_job), or `native`, on an AArch64 host
+itself (armie_native); the stand-in at VL 128/256/512 only: the sweep's other cells are not
+planned, and said so (preflight's note, results/summary.md).
 
 Lines starting with `#` are ignored by every parser, so fixtures can say what they are.
 """
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
 from analysis.backends import (GUEST_META, Bench, Plan, Ready, RunError, cell_name, count_job, parse_ok_line,
                                run_limited, staged)
-from analysis.backends import armie_guest, armie_guest_job
+from analysis.backends import armie_guest, armie_guest_job, armie_native
 from analysis.backends.armie_format import parse_inscount, parse_opcodes, split_runs  # ArmIE's outputs (and the stand-in's)
 from analysis.backends import registry
 from analysis.backends.clients import check_client_record, client_metrics
@@ -58,18 +59,21 @@ NOT_RUN = None  # it runs wherever the sweep lists it (preflight fails where it 
 HIDE_ENV: dict[str, str] = {}
 SHARES_PREPARATIONS = False
 EVIDENCE = "ArmIE"  # what a verdict resting on its rows names: ArmIE itself, on an AArch64 host
-# Its rows where they were counted by its stand-in, DynamoRIO with the harness's ROI client in the
-# emulated AArch64 guest (armie_guest), whose raw files record the guest (GUEST_META).
+# Its rows where they were counted by its stand-in, DynamoRIO with the harness's ROI client: in the
+# emulated AArch64 guest (armie_guest), whose raw files record the guest (GUEST_META), or natively
+# on an AArch64 host (armie_native, NATIVE_META).
 GUEST_EVIDENCE = armie_guest.EVIDENCE
-# Where its counts come from (its section's `via`): ArmIE itself, or DynamoRIO in the guest.
-VIA_ARMIE, VIA_GUEST = "armie", "guest"
+NATIVE_EVIDENCE = armie_native.EVIDENCE
+# Where its counts come from (its section's `via`): ArmIE itself, or DynamoRIO in the guest or here.
+VIA_ARMIE, VIA_GUEST, VIA_NATIVE = "armie", "guest", "native"
+STAND_IN = (VIA_GUEST, VIA_NATIVE)  # DynamoRIO, at VL 128/256/512 only
 
 INSCOUNT_CLIENT = "libinscount_emulated.so"
 OPCODES_CLIENT = "libopcodes_emulated.so"
 
 
 def evidence(meta: dict[str, Any]) -> str:
-    return GUEST_EVIDENCE if meta.get(GUEST_META) else EVIDENCE
+    return GUEST_EVIDENCE if meta.get(GUEST_META) else NATIVE_EVIDENCE if meta.get(armie_native.NATIVE_META) else EVIDENCE
 
 
 # --- the backend protocol (analysis.backends.Backend) ---------------------------------------
@@ -77,7 +81,7 @@ def evidence(meta: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class Section:
     """Its section of the sweep file (armie.schema.yaml), typed: where its counts come from."""
-    via: str  # VIA_ARMIE: ArmIE on an AArch64 host; VIA_GUEST: DynamoRIO in the emulated guest
+    via: str  # VIA_ARMIE: ArmIE on an AArch64 host; VIA_GUEST, VIA_NATIVE: DynamoRIO in the guest, or here
 
 
 def section(sweep: Sweep) -> Section:
@@ -101,6 +105,8 @@ def preflight(sweep: Sweep) -> Ready | None:
         return None
     if via(sweep) == VIA_GUEST:
         return guest_preflight(sweep)
+    if via(sweep) == VIA_NATIVE:
+        return native_preflight(sweep)
     if armie_available() is None:
         raise ToolchainError(
             "backend armie needs an AArch64 host with armie on PATH (module load armie); remove it from backends here")
@@ -110,26 +116,45 @@ def preflight(sweep: Sweep) -> Ready | None:
 def guest_preflight(sweep: Sweep) -> Ready:
     """`via: guest`: a sweep with cells DynamoRIO runs and the guest with DynamoRIO built (else one
     line naming the fix), their versions, and one line for the cells DynamoRIO does not run."""
-    if not jobs(sweep, None):  # else its checks would read no row and fail after every run
-        raise ToolchainError(f"backend armie with via: guest: {arm64_vm.NOT_RUN_VL.removeprefix('not run: ')}, and the "
-                             f"sweep runs none of them (vector_lengths: {list(sweep.vector_lengths)}): add one, or "
-                             "remove armie from backends")
+    _some_cells(sweep)
     why = arm64_vm.missing()
     if why is not None:
         raise ToolchainError(f"backend armie with via: guest counts with DynamoRIO in the arm64 guest: {why}")
     about = arm64_vm.find_guest().describe()
     ready = Ready({"armie": f"DynamoRIO {about.get('dynamorio', '?')} with the harness's ROI client in the arm64 guest "
                             f"(kernel {about.get('kernel', '?')}; {arm64_vm.qemu_version()})"})
+    return _noted(sweep, ready, "in the guest")
+
+
+def native_preflight(sweep: Sweep) -> Ready:
+    """`via: native`: an AArch64 host with DynamoRIO and the client installed, a sweep with cells
+    DynamoRIO runs, each at a VL this CPU offers (armie_native.preflight; else one line naming the
+    fix), and one line for the cells DynamoRIO does not run."""
+    ready = armie_native.preflight(sorted({r.vl for j in jobs(sweep, None) for r in j.runs}))
+    _some_cells(sweep)
+    return _noted(sweep, ready, "natively")
+
+
+def _some_cells(sweep: Sweep) -> None:
+    """One line when DynamoRIO would run none of the sweep's cells: its checks would read no row
+    and fail after every run."""
+    if not jobs(sweep, None):
+        raise ToolchainError(f"backend armie with via: {via(sweep)}: {arm64_vm.NOT_RUN_VL.removeprefix('not run: ')}, "
+                             f"and the sweep runs none of them (vector_lengths: {list(sweep.vector_lengths)}): add one, "
+                             "or remove armie from backends")
+
+
+def _noted(sweep: Sweep, ready: Ready, where: str) -> Ready:
     left = not_run(sweep)
     if left:
-        ready.notes.append(f"armie (DynamoRIO in the guest): VL {', '.join(map(str, sorted(left)))}: "
+        ready.notes.append(f"armie (DynamoRIO {where}): VL {', '.join(map(str, sorted(left)))}: "
                            f"{sum(left.values())} cells {arm64_vm.NOT_RUN_VL}")
     return ready
 
 
 def not_run(sweep: Sweep) -> dict[int, int]:
-    """The sweep's armie cells DynamoRIO in the guest does not run, by VL (none via ArmIE)."""
-    if via(sweep) != VIA_GUEST:
+    """The sweep's armie cells DynamoRIO does not run, by VL (none via ArmIE)."""
+    if via(sweep) not in STAND_IN:
         return {}
     out: dict[int, int] = {}
     for run in (r for j in _planned(sweep) for r in j.runs if not armie_guest.runs_here(r)):
@@ -138,10 +163,11 @@ def not_run(sweep: Sweep) -> dict[int, int]:
 
 
 def jobs(sweep: Sweep, ready: Ready | None) -> list[Job]:
-    """The sweep's count jobs; via the guest, each with the runs DynamoRIO runs (VL 128/256/512)
-    and none left without one: one guest boot per job, one drrun process per VL (armie_guest)."""
+    """The sweep's count jobs; via DynamoRIO (the guest or natively), each with the runs DynamoRIO
+    runs (VL 128/256/512) and none left without one: one drrun process per VL (armie_guest), one
+    guest boot per job in the guest."""
     planned = _planned(sweep)
-    if via(sweep) != VIA_GUEST:
+    if via(sweep) not in STAND_IN:
         return planned
     kept = [replace(j, runs=tuple(r for r in j.runs if armie_guest.runs_here(r))) for j in planned]
     return [j for j in kept if j.runs]
@@ -153,9 +179,10 @@ def _planned(sweep: Sweep) -> list[Job]:
 
 
 def time_factor(sweep: Sweep) -> float:
-    """Via the guest: a run may take armie_guest.TIME_FACTOR times QEMU's (DynamoRIO's code cache
-    under system-mode TCG); a job's boot adds armie_guest.BOOT_SECONDS."""
-    return armie_guest.TIME_FACTOR if via(sweep) == VIA_GUEST else 1.0
+    """Via DynamoRIO: a run may take armie_guest.TIME_FACTOR times QEMU's (DynamoRIO's code cache,
+    under system-mode TCG in the guest and on an emulated node); a job's boot adds
+    armie_guest.BOOT_SECONDS in the guest, DynamoRIO's start-up armie_native.START_SECONDS here."""
+    return armie_guest.TIME_FACTOR if via(sweep) in STAND_IN else 1.0
 
 
 def settings(sweep: Sweep, job: Job, ready: Ready) -> dict[str, Any]:
@@ -169,6 +196,8 @@ def inputs(build_dir: Path) -> list[str]:
 def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if plan.settings.get("via") == VIA_GUEST:
         return armie_guest_job.run_job(plan, log)
+    if plan.settings.get("via") == VIA_NATIVE:
+        return armie_native.run_job(plan, log)
     binary = Path(plan.binary)
     return {}, count_job(plan, lambda run, limit: run_once(binary, plan.cpu_model, run, limit), log)
 
@@ -178,8 +207,8 @@ def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]
 
 
 def check_record(run: dict[str, Any], where: str) -> None:
-    """The counting clients' shape; a run of DynamoRIO in the guest has the ROI's counts only (its
-    client counts nothing outside the markers)."""
+    """The counting clients' shape; a run of DynamoRIO (in the guest or natively) has the ROI's
+    counts only (its client counts nothing outside the markers)."""
     guest = isinstance(run.get("inscount"), dict) and run["inscount"].get("client") == armie_guest_job.CLIENT_NAME
     check_client_record(run, where, whole=not guest)
 
@@ -187,15 +216,15 @@ def check_record(run: dict[str, Any], where: str) -> None:
 def report(counts: DataFrame, prov: DataFrame) -> list[str]:
     """results/summary.md's section on its rows: their ROI total and SVE count against the other
     counting backend's (QEMU's), cell by cell, as bench prints them (armie_guest.agreement): the
-    cells that differ with both counts, those without a row, and, counted by DynamoRIO in the
-    guest, the cells at the VLs it does not run, as not run."""
+    cells that differ with both counts, those without a row, and, counted by DynamoRIO (in the
+    guest or natively), the cells at the VLs it does not run, as not run."""
     mine = prov[prov["backend"] == NAME]
     if mine.empty:
         return []
     # A provenance table of an older harness has no evidence column: its rows are ArmIE's own.
     evidence = sorted(set(mine["evidence"])) if "evidence" in mine else [EVIDENCE]
-    guest = evidence == [GUEST_EVIDENCE]
-    result = armie_guest.agreement(counts, NAME, " and ".join(evidence), arm64_vm.DYNAMORIO_VLS if guest else None)
+    stand_in = set(evidence) <= {GUEST_EVIDENCE, NATIVE_EVIDENCE}
+    result = armie_guest.agreement(counts, NAME, " and ".join(evidence), arm64_vm.DYNAMORIO_VLS if stand_in else None)
     if result is None:
         return ["", f"## {NAME}'s counts ({', '.join(evidence)})", "",
                 "No other counting backend's rows to compare them with: list qemu in the sweep's backends."]

@@ -38,23 +38,28 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
     records: dict[int, dict[str, Any]] = {}
     for g, out in zip(groups, batch.outputs):
         for i, one in zip(g, split_output(g, out)):
-            records[i] = _record(binary, plan, plan.runs[i], path, one, batch.seconds)
+            alone = drrun(path, [plan.runs[i]])  # the cell as a batch of one: the command to run it again by hand
+            records[i] = record(binary, plan, plan.runs[i], [f"./{path}", *batch_argv([plan.runs[i]])], one,
+                                batch.seconds, ["sh", "-c", alone],
+                                f"in the arm64 guest (./harness setup --with-arm64-vm): {alone}",
+                                f"in the arm64 guest: {alone}")
             log_record(binary, plan, i + 1, records[i], log)
     return {GUEST_META: {**batch.provenance, "seconds": batch.seconds}}, [records[i] for i in range(len(plan.runs))]
 
 
-def _record(binary: Path, plan: Plan, run: Run, path: str, out: arm64_vm.Output, seconds: float) -> dict[str, Any]:
+def record(binary: Path, plan: Plan, run: Run, argv: list[str], out: arm64_vm.Output, seconds: float,
+           command: list[str], command_line: str, rerun: str) -> dict[str, Any]:
+    """One run's record in the counting clients' shape, read from its output (a DynamoRIO process's
+    part, split_output), in the guest or natively (armie_native): `command` runs the cell alone,
+    `command_line` says so for the provenance, `rerun` for a failure's line."""
     cell = cell_name(binary, plan.cpu_model, run)
-    alone = drrun(path, [run])  # the cell as a batch of one: the command to run it again by hand
     try:
         fields, roi = read_run(cell, run.vl, out)
     except RunError as e:
         why = str(e)  # the kernel's `ok` line check names the cell already
-        raise RunError(why if why.startswith(cell) else f"{cell}: {why} (in the arm64 guest: {alone})") from None
+        raise RunError(why if why.startswith(cell) else f"{cell}: {why} ({rerun})") from None
     return {"vl": run.vl, "vl_seen": int(fields["vl"]), "size": run.size, "op": run.op, "dtype": run.dtype,
-            "argv": [f"./{path}", *batch_argv([run])], "command": ["sh", "-c", alone],
-            "command_line": f"in the arm64 guest (./harness setup --with-arm64-vm): {alone}",
-            "checksum": fields["checksum"], "seconds": seconds, "batch_runs": len(plan.runs),  # the boot's, shared
+            "argv": argv, "command": command, "command_line": command_line,
+            "checksum": fields["checksum"], "seconds": seconds, "batch_runs": len(plan.runs),  # the process's, shared
             "inscount": {"client": CLIENT_NAME, "markers": {"begin": None, "end": None, "balanced": True},
                          "whole": None, "roi": roi}}
-
