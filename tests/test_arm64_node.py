@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -162,6 +164,69 @@ def test_a_node_past_its_time_limit_is_stopped_and_named(tmp_path: Path, monkeyp
     with pytest.raises(arm64_node.NodeError, match=r"^the node did not finish in its time limit of 1 s \(stopped\); "
                                                      r"last console line: 'NODE-READY'$"):
         arm64_node.run(node, "true", tmp_path / "out", 1)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie of an exited child counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def _qemu_pid(pid_file: Path) -> int:
+    """The fake QEMU's pid once it started (it writes it first thing)."""
+    for _ in range(200):
+        if pid_file.is_file() and pid_file.read_text().strip():
+            return int(pid_file.read_text())
+        time.sleep(0.05)
+    raise AssertionError("the fake QEMU did not start")
+
+
+def _stopped_in_time(pid: int) -> bool:
+    for _ in range(200):
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)  # the test's own sleep: it must not outlive the test
+    return False
+
+
+def test_a_runner_stopped_by_sigterm_stops_its_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """QEMU runs in a session of its own: a runner ended by SIGTERM (a stopped CI job, a `kill`)
+    left it running, as an orphan, until someone found it."""
+    node = fake_qemu(tmp_path, monkeypatch, f'echo $$ >{tmp_path}/qemu.pid; echo NODE-READY; exec sleep 60')
+    proc = subprocess.Popen([sys.executable, "-m", "analysis.core.arm64_node", "run", "--dir", str(node.dir),
+                             "--out", str(tmp_path / "out"), "--", "true"], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    qemu = _qemu_pid(tmp_path / "qemu.pid")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert _stopped_in_time(qemu), "QEMU outlived its runner"
+
+
+def test_ci_stopped_by_sigterm_stops_the_running_step_s_node(tmp_path: Path, node_cache: dict[str, str]) -> None:
+    """The check runs each step's runner in the background and forwards the stop to it: a shell
+    killed while its runner ran in the foreground left the runner, and its QEMU, running."""
+    node_dir = Path(run([str(SETUP), "--where"], node_cache).stdout.strip())
+    node_dir.mkdir(parents=True)
+    for f in ("vmlinuz", "initrd.img", "node.img", "installed"):
+        (node_dir / f).write_text("")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "qemu-img").write_text('#!/bin/bash\nfor a; do last=$a; done; : >"$last"\n')
+    (bin_dir / "qemu-system-aarch64").write_text(f"#!/bin/bash\necho $$ >{tmp_path}/qemu.pid; exec sleep 60\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    env = {**node_cache, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = subprocess.Popen([str(CI), "--dir", str(tmp_path)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    qemu = _qemu_pid(tmp_path / "qemu.pid")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert "ci/aarch64-node: stopped by SIGTERM; the node of the running step is stopped" in out
+    assert _stopped_in_time(qemu), "QEMU outlived the stopped check"
 
 
 # --- the installer by architecture -------------------------------------------------------------

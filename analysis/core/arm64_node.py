@@ -287,8 +287,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return ns
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    """SIGTERM or SIGHUP ends the runner as Ctrl-C does, through run()'s clean-up, which stops
+    QEMU: QEMU runs in a session of its own, and a runner killed outright left it running."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(argv)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit_on_signal)
     out = ns.out
     if out is None:
         import tempfile
