@@ -14,6 +14,7 @@ import pytest
 
 from analysis.core import files
 from conftest import PY, REPO
+from test_uptodate import sweep_yaml  # the template kernel's sweep, its kernel table read from the clone
 
 TEMPLATE = REPO / "kernels" / "template"
 
@@ -46,19 +47,7 @@ def test_an_edit_of_the_harness_s_python_draws_the_summary_again(tmp_path: Path,
     root.mkdir()
     for name in ("my_kernel.c", "my_kernels.yaml"):
         (root / name).write_text((TEMPLATE / name).read_text())
-    (root / "sweep.yaml").write_text(f"""\
-kernel_table: {clone / 'configs' / 'kernels.yaml'}
-extra_kernel_tables: [my_kernels.yaml]
-results_dir: {root / 'results'}
-build_dir: {work / 'stage-code-build'}
-vector_lengths: [128]
-sizes: {{standalone: [4096]}}
-linearity_check: false
-kernels:
-  - kernel: scale
-figures:
-  - {{name: scale, title: "scale", series: [{{kernel: scale}}]}}
-""")
+    (root / "sweep.yaml").write_text(sweep_yaml(root, work / "stage-code-build", [128]))
     first = sweep(clone, root)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     summary, counts = root / "results" / "summary.md", root / "results" / "counts.csv"
