@@ -207,6 +207,8 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "slurm_work": (),
     "local_counts": (SLOW,),
     "slurm_run": (SLOW, "needs_slurm"),
+    # test_slurm_node.py
+    "as_user": (),  # fake id, sudo and daemons: nothing real starts
     # test_uptodate.py
     "own": (SLOW,),
     # test_workflow.py

@@ -266,14 +266,16 @@ def test_a_repeated_call_copies_its_reset_back_instead_of_computing_it(tmp_path:
     """reduce's reset refills its inputs before every call: the fill made before the first call is
     copied back (harness.c), not computed again each call (in the emulated guest that made ten
     times the kernel's instructions a call at 16 MiB). Seen in the shared folder of preparations:
-    the fill and the scalar reference, not one fill more per call."""
+    the fill, the copy of inout into expect and the scalar reference reducing into it, not one
+    fill more per call; and the reference, made in the buffer of the copy before it, is computed,
+    not taken for a repeat of the copy (it was, and the check failed)."""
     exe = _native(tmp_path, ("kernels/reduce/driver.c", "kernels/reduce/acle.c"), "reduce")
     (tmp_path / "prep").mkdir()
     proc = subprocess.run(["env", "-i", "SVE_HARNESS_CALLS=3", "SVE_HARNESS_WARMUP=1", "qemu-aarch64", "-cpu", "max",
                            str(exe), "256", "4096", "op=max", "dtype=float", "nan=1"],
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.startswith("ok vl=256 size=4096 "), proc.stderr
-    assert sorted(f.name.split("-")[0] for f in (tmp_path / "prep").iterdir()) == ["p0", "p1"]
+    assert sorted(f.name.split("-")[0] for f in (tmp_path / "prep").iterdir()) == ["p0", "p1", "p2"]
 
 
 # --- end to end on this machine: host-native builds, software events --------------------------

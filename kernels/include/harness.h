@@ -173,11 +173,15 @@ void roi_end(void);
 #ifdef HARNESS_REPEAT
 unsigned harness_calls(void);
 void harness_before_call(void);
+/* Nonzero while `reset` runs: a preparation it makes again is copied back (harness.c). */
+extern int harness_resetting;
 #define HARNESS_ROI(reset, call)                                              \
     do {                                                                      \
         for (unsigned harness_call_ = 0; harness_call_ < harness_calls();     \
              harness_call_++) {                                               \
+            harness_resetting = 1;                                            \
             reset;                                                            \
+            harness_resetting = 0;                                            \
             harness_before_call();                                            \
             roi_begin();                                                      \
             call;                                                             \
