@@ -262,6 +262,13 @@ def test_ci_refuses_an_unknown_step_in_one_line(node_cache: dict[str, str]) -> N
     assert proc.returncode == 2 and "--only bogus" in one_line(proc.stderr)
 
 
+def test_ci_resumes_only_a_work_folder_with_its_overlay(tmp_path: Path, node_cache: dict[str, str]) -> None:
+    proc = run([str(CI), "--resume", str(tmp_path), "--only", "a64fx"], node_cache)
+    assert proc.returncode == 2
+    assert one_line(proc.stderr) == (f"ci/aarch64-node: --resume {tmp_path}: no disk.qcow2 there; give the work folder "
+                                     "an earlier run printed (ci/aarch64-node: ... work folder: DIR)")
+
+
 @pytest.mark.parametrize("step", ["a64fx", "max", "vl256"])
 def test_each_perf_step_s_configs_are_valid(step: str) -> None:
     """The sweep files ci/aarch64-node's perf steps give ci/node/perf-check.sh, read from the
