@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import fcntl
 import functools
+import hashlib
 import json
 import os
 import random
@@ -224,13 +225,19 @@ def binaries(all_sweep: config.Sweep) -> Callable[..., Path]:
     return get
 
 
+def tree_digest(root: Path) -> dict[str, str]:
+    """Each file under `root` by its path relative to it: its SHA-256."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 @pytest.fixture(scope="session")
-def tiny_sweep(all_sweep: config.Sweep) -> tuple[Path, subprocess.CompletedProcess]:
+def tiny_sweep(all_sweep: config.Sweep) -> Iterator[tuple[Path, subprocess.CompletedProcess]]:
     """The tiny sweep (configs/tiny.yaml) through the command line, once per run (the first
     worker that needs it runs it, the others read what it printed), into a results directory of
     its own on the kernels' shared build tree: (results directory, the sweep's process).
     test_workflow checks the run, test_reliability and test_report read what it wrote (and copy
-    what they break)."""
+    what they break). No test may change its folder: checked when each worker ends."""
     bd = all_sweep.build_dir
     results, printed = bd.parent / "tiny-results", bd.parent / "tiny-sweep.json"
     with kernels_tree_lock(bd):
@@ -239,9 +246,14 @@ def tiny_sweep(all_sweep: config.Sweep) -> tuple[Path, subprocess.CompletedProce
                     "--cores", "2", "--set", f"results_dir={results}", "--set", f"build_dir={bd}"]
             done = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-            printed.write_text(json.dumps({"args": args, "stdout": done.stdout, "stderr": done.stderr}))
+            printed.write_text(json.dumps({"args": args, "stdout": done.stdout, "stderr": done.stderr,
+                                           "files": tree_digest(results)}))
     record = json.loads(printed.read_text())
-    return results, subprocess.CompletedProcess(record["args"], 0, record["stdout"], record["stderr"])
+    yield results, subprocess.CompletedProcess(record["args"], 0, record["stdout"], record["stderr"])
+    now = tree_digest(results)
+    changed = sorted(k for k in record["files"].keys() | now.keys() if record["files"].get(k) != now.get(k))
+    assert not changed, (f"a test changed the tiny sweep's results in {results} (copy them to change them): "
+                         + ", ".join(changed[:10]))
 
 
 @pytest.fixture(scope="session")

@@ -362,7 +362,13 @@ def test_dynamorio_counts_every_cell_of_a_sweep_as_the_qemu_plugins(tiny_sweep: 
     counts.csv, cell by cell, each binary's cells at one VL in one DynamoRIO process (the
     driver's batch mode). One binary's cells: one cell a process cost about 11 CPU s in the
     guest, and the whole tiny sweep took 46 minutes of the suite at load 8 (measured 2026-11-26)."""
-    results, _ = tiny_sweep
+    # A results folder of its own: Snakemake's main process writes the sweep's plans into its
+    # results folder, and plans pointing at this test's build tree broke tests reading the tiny
+    # sweep's (test_roi_compare, CI 2026-11-28).
+    results = work / "armie-guest-results"
+    results.mkdir(exist_ok=True)
+    for name in ("counts.csv", "counts.csv.sha256"):
+        shutil.copy(tiny_sweep[0] / name, results / name)
     sweep = config.load(REPO / "configs" / "tiny.yaml", {"results_dir": str(results), "build_dir": str(work / "build")})
     jobs = [j for j in sweep.jobs() if j.binary.name == "copy-acle_4v"]
     assert {j.binary.build for j in jobs} == {"vla", "vls512"}

@@ -106,11 +106,14 @@ def in_browser(page: Path, checker: str = CHECKER) -> dict[str, list]:
 
 
 @pytest.fixture(scope="module")
-def reported(tiny_sweep: tuple[Path, subprocess.CompletedProcess]) -> Path:
-    """The tiny sweep; its end writes report.html."""
+def reported(tiny_sweep: tuple[Path, subprocess.CompletedProcess], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny sweep, whose end writes report.html, copied: the tests write pages beside it,
+    which a test of another worker reading the sweep's folder must not see."""
     results, proc = tiny_sweep
     assert f"report: {results / 'report.html'}" in proc.stdout
-    return results
+    copy = tmp_path_factory.mktemp("reported") / "results"
+    shutil.copytree(results, copy)
+    return copy
 
 
 @pytest.mark.slow
@@ -132,10 +135,12 @@ def test_report_holds_figures_summary_provenance_and_explained_cells(reported: P
 
 @pytest.mark.slow
 def test_report_command_rewrites_it_and_refuses_an_empty_results_dir(reported: Path, tmp_path: Path) -> None:
-    (reported / "report.html").unlink()
-    ok = subprocess.run([PY, "-m", "analysis.commands.cli", "report", "--config", str(TINY), "--set", f"results_dir={reported}"],
+    results = tmp_path / "results"  # a copy: the command rewrites good.json, which the other tests share
+    shutil.copytree(reported, results)
+    (results / "report.html").unlink()
+    ok = subprocess.run([PY, "-m", "analysis.commands.cli", "report", "--config", str(TINY), "--set", f"results_dir={results}"],
                         cwd=REPO, capture_output=True, text=True)
-    assert ok.returncode == 0 and ok.stdout == f"report: {reported / 'report.html'}\n"
+    assert ok.returncode == 0 and ok.stdout == f"report: {results / 'report.html'}\n"
     empty = tmp_path / "nothing"
     bad = subprocess.run([PY, "-m", "analysis.commands.cli", "report", "--config", str(TINY), "--set", f"results_dir={empty}"],
                          cwd=REPO, capture_output=True, text=True)
