@@ -229,6 +229,60 @@ def test_ci_stopped_by_sigterm_stops_the_running_step_s_node(tmp_path: Path, nod
     assert _stopped_in_time(qemu), "QEMU outlived the stopped check"
 
 
+
+def fake_node(tmp_path: Path, node_cache: dict[str, str], qemu_body: str) -> dict[str, str]:
+    """A built node (its files empty) where the cache says, and a qemu-img and
+    qemu-system-aarch64 on PATH (`qemu_body`: bash; $share the share folder, $drive the disk):
+    the environment to run ci/aarch64-node in."""
+    node_dir = Path(run([str(SETUP), "--where"], node_cache).stdout.strip())
+    node_dir.mkdir(parents=True)
+    for f in ("vmlinuz", "initrd.img", "node.img", "installed"):
+        (node_dir / f).write_text("")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "qemu-img").write_text(f'#!/bin/bash\necho "$*" >>{tmp_path}/qemu-img.log\n'
+                                      'for a; do last=$a; done; : >"$last"\n')
+    (bin_dir / "qemu-system-aarch64").write_text(
+        "#!/bin/bash\nfor a; do case $a in *,path=*) share=${a#*,path=}; share=${share%%,*};; "
+        "file=*) drive=${a#file=}; drive=${drive%%,*};; esac; done\n" + qemu_body + "\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return {**node_cache, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_one_vcpu_steps_boot_two_side_by_side_each_on_an_overlay_of_its_own(tmp_path: Path,
+                                                                             node_cache: dict[str, str]) -> None:
+    """The perf and Slurm steps run on one vCPU: a64fx and slurm boot together, then max and
+    vl256, each writing an overlay of its own backed by the work folder's; the clone writes that
+    one. A lone one-vCPU step boots on the work folder's overlay itself."""
+    log = tmp_path / "boots.log"
+    env = fake_node(tmp_path, node_cache, f'echo "start $(basename "$share") $drive" >>{log}; sleep 2; '
+                                          f'echo "end $(basename "$share")" >>{log}; echo 0 >"$share/rc"; '
+                                          'echo "NODE-DONE rc=0"')
+    proc = subprocess.run([str(CI), "--dir", str(tmp_path), "--only", "a64fx,slurm,max,vl256"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    events = [ln.split() for ln in log.read_text().splitlines()]
+    work = Path(events[0][2]).parent
+    assert events[0] == ["start", "clone", str(work / "disk.qcow2")] and events[1] == ["end", "clone"]
+    pairs = [events[2:6], events[6:10]]
+    for pair, names in zip(pairs, ({"a64fx", "slurm"}, {"max", "vl256"})):
+        assert [e[0] for e in pair] == ["start", "start", "end", "end"], events
+        assert {e[1] for e in pair} == names
+        for e in pair[:2]:
+            assert e[2] == str(work / e[1] / "disk.qcow2")
+            assert f"create -q -f qcow2 -F qcow2 -b {work / 'disk.qcow2'} {e[2]}" in (tmp_path / "qemu-img.log").read_text()
+    summary = proc.stdout[proc.stdout.index("ci/aarch64-node: summary"):].splitlines()[1:]
+    assert [ln.split()[0] for ln in summary] == ["clone", "a64fx", "slurm", "max", "vl256"]
+    assert all(" rc 0, " in ln for ln in summary)
+    log.unlink()
+    proc = subprocess.run([str(CI), "--resume", str(work), "--only", "vl256"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [ln.split() for ln in log.read_text().splitlines()] == [
+        ["start", "update", str(work / "disk.qcow2")], ["end", "update"],
+        ["start", "vl256", str(work / "disk.qcow2")], ["end", "vl256"]]
+
 # --- the installer by architecture -------------------------------------------------------------
 
 def packages(arch: str, *args: str) -> subprocess.CompletedProcess:
@@ -274,7 +328,7 @@ def test_each_perf_step_s_configs_are_valid(step: str) -> None:
     """The sweep files ci/aarch64-node's perf steps give ci/node/perf-check.sh, read from the
     script itself: each is valid, counts with QEMU (the reference) and asks perf for SVE runs."""
     text = CI.read_text()
-    start = text.index(f"{step}) step {step} ")
+    start = text.index(f"{step}) start {step} ")
     line = text[start:text.index(";;", start)]
     # perf's instructions: exact only under -icount, the same from process to process on one vCPU.
     assert "--icount --smp 1" in line

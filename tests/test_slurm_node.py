@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.commands import slurm
+from analysis.core import config
 from conftest import REPO
 
 SLURM_SH = REPO / "setup" / "slurm.sh"
@@ -127,12 +128,15 @@ def test_on_arm64_with_slurm_the_installer_adds_slurm_and_munge_to_the_native_to
 
 # --- ci/aarch64-node's slurm step ----------------------------------------------------------------
 
-def test_the_slurm_step_boots_as_the_perf_steps_and_runs_the_a64fx_sweep() -> None:
+def test_the_slurm_step_boots_as_the_perf_steps_and_runs_a_small_a64fx_sweep() -> None:
     text = (REPO / "ci" / "aarch64-node").read_text()
     assert "slurm" in text.split("STEPS=(")[1].split(")")[0].split()
-    start = text.index("slurm) step slurm ")
+    start = text.index("slurm) start slurm ")
     line = text[start:text.index(";;", start)]
-    assert "ci/node/slurm-check.sh ci/node/a64fx.yaml" in line and "--cpu a64fx --icount --smp 1" in line
+    assert "ci/node/slurm-check.sh ci/node/slurm.yaml" in line and "--cpu a64fx --icount --smp 1" in line
+    small, whole = (config.load(REPO / "ci" / "node" / f) for f in ("slurm.yaml", "a64fx.yaml"))
+    assert small.perf is not None and small.perf.sve != "off" and small.backends == ["qemu"]
+    assert list(small.cpu_models) == ["a64fx"] and set(small.perf.vector_lengths) < set(whole.perf.vector_lengths)
 
 
 def test_the_slurm_check_s_bad_usage_is_one_line() -> None:
