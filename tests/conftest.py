@@ -407,6 +407,19 @@ def tiny_with_armie(tmp_path: Path, section: str, vls: str = "[128, 384, 512]") 
     return cfg
 
 
+
+def armie_refuses_a_sweep_of_no_dynamorio_vl(tmp_path: Path, via: str) -> None:
+    """A sweep of which DynamoRIO runs no cell would give no armie row for its checks to read:
+    its preflight is one line naming the fix."""
+    from analysis.backends import armie
+    from analysis.core.toolchain import ToolchainError
+    cfg = tiny_with_armie(tmp_path, f"armie: {{via: {via}}}", "[384]")
+    cfg.write_text(cfg.read_text().replace("vls_vector_lengths: [512]", "vls_vector_lengths: []"))
+    with pytest.raises(ToolchainError) as e:
+        armie.preflight(config.load(cfg))
+    assert str(e.value) == (f"backend armie with via: {via}: DynamoRIO supports VL 128/256/512 only, and the sweep "
+                            "runs none of them (vector_lengths: [384]): add one, or remove armie from backends")
+
 def armie_plan(runs: list, binary: Path, via: str, cpu_model: str) -> backends.Plan:
     """An armie job's plan of copy acle_4v (gcc, VLA) with `runs`, counted `via` the guest or natively."""
     meta = {"kernel": "copy", "variant": "acle_4v", "layout": "contiguous", "build": "vla", "cpu_model": cpu_model,

@@ -19,9 +19,9 @@ from analysis.backends import Bench, RunError, armie, armie_guest, qemu
 from analysis.commands import bench
 from analysis.core import arm64_vm, config
 from analysis.core.table import COLUMNS, read_counts, write_counts
-from analysis.core.toolchain import ToolchainError
 from analysis.stages import build
-from conftest import DYNAMORIO_BUILD_TOOLS, REPO, armie_plan, path_without, snakemake, stand_ins, tiny_with_armie
+from conftest import (DYNAMORIO_BUILD_TOOLS, REPO, armie_plan, armie_refuses_a_sweep_of_no_dynamorio_vl, path_without,
+                      snakemake, stand_ins, tiny_with_armie)
 
 SETUP = REPO / "setup" / "arm64-vm.sh"
 ABI = "6.1.0-56-arm64"
@@ -445,13 +445,7 @@ def test_via_guest_plans_the_vls_dynamorio_runs_and_says_which_it_does_not(
     assert [j for j in registry.all_jobs(sweep) if j.binary.backend == armie.NAME] == mine
     assert armie.time_factor(sweep) == armie_guest.TIME_FACTOR == 6.0
     assert armie.settings(sweep, mine[0], ready) == {"via": "guest"}
-    # A sweep of which DynamoRIO runs no cell would give no armie row for its checks to read.
-    cfg = _via_guest(tmp_path, vls="[384]")
-    cfg.write_text(cfg.read_text().replace("vls_vector_lengths: [512]", "vls_vector_lengths: []"))
-    with pytest.raises(ToolchainError) as e:
-        armie.preflight(config.load(cfg))
-    assert str(e.value) == ("backend armie with via: guest: DynamoRIO supports VL 128/256/512 only, and the sweep "
-                            "runs none of them (vector_lengths: [384]): add one, or remove armie from backends")
+    armie_refuses_a_sweep_of_no_dynamorio_vl(tmp_path, "guest")
 
 
 def test_via_guest_without_the_guest_is_one_line_naming_the_setup_command(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ import pytest
 from analysis.backends import RunError, armie, armie_native, qemu
 from analysis.core import config
 from analysis.core.toolchain import ToolchainError
-from conftest import REPO, armie_plan, path_without, stand_ins, tiny_with_armie
+from conftest import (REPO, armie_plan, armie_refuses_a_sweep_of_no_dynamorio_vl, path_without, stand_ins,
+                      tiny_with_armie)
 
 FIXTURES = REPO / "tests" / "fixtures" / "armie"
 NATIVE_SETUP = REPO / "setup" / "dynamorio-native.sh"
@@ -87,12 +88,7 @@ def test_on_an_aarch64_host_it_names_its_dynamorio_and_the_cells_it_does_not_run
         "armie": "DynamoRIO 11.91.0 commit 05e316505beb69586142243af1647449945772b7 with the harness's ROI client, "
                  "natively (aarch64, kernel 6.1.0-56-arm64)"}
     assert ready.notes == ["armie (DynamoRIO natively): VL 384: 12 cells not run: DynamoRIO supports VL 128/256/512 only"]
-    cfg = _via_native(tmp_path, vls="[384]")
-    cfg.write_text(cfg.read_text().replace("vls_vector_lengths: [512]", "vls_vector_lengths: []"))
-    with pytest.raises(ToolchainError) as e:
-        armie.preflight(config.load(cfg))
-    assert str(e.value) == ("backend armie with via: native: DynamoRIO supports VL 128/256/512 only, and the sweep runs "
-                            "none of them (vector_lengths: [384]): add one, or remove armie from backends")
+    armie_refuses_a_sweep_of_no_dynamorio_vl(tmp_path, "native")
 
 
 def test_a_vl_the_cpu_does_not_offer_is_one_line_naming_what_prctl_grants(
