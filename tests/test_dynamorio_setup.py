@@ -34,7 +34,9 @@ VARS = ("DYNAMORIO_HOME", "DYNAMORIO_SRC", "DYNAMORIO_DEPS", "DYNAMORIO_GIT", "D
 def dr_env(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "cache").mkdir()
     base = {k: v for k, v in os.environ.items() if k not in VARS}
-    return {**base, "HARNESS_CACHE": str(tmp_path / "cache")}
+    # The x86-64 host's way (the cross toolchain, the guest's fix command) on any host: on an
+    # arm64 node the script checks the native g++ and names --with-dynamorio instead.
+    return {**base, "HARNESS_CACHE": str(tmp_path / "cache"), "HARNESS_HOST_ARCH": "amd64"}
 
 
 def run(env: dict[str, str], *args: str, script: Path = SETUP, **extra: str) -> subprocess.CompletedProcess:

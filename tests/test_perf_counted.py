@@ -20,6 +20,14 @@ from analysis.core import config, perf_cells
 from analysis.stages import subtract
 from conftest import REPO
 
+@pytest.fixture(autouse=True)
+def host_without_sve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's host has no SVE (an x86-64 one), unless it says otherwise: on an SVE node perf
+    measures SVE cells natively, which changes what the count jobs add."""
+    monkeypatch.setattr(perf_cells, "host_has_sve", lambda: False)
+    monkeypatch.setattr(perf_cells, "emulated_machine", lambda: None)
+
+
 SWEEP = f"""kernel_table: {REPO}/configs/kernels.yaml
 compilers: [gcc, clang]
 backends: [qemu]
