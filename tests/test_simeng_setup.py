@@ -4,7 +4,7 @@ made against another commit, an unknown option) are one line each and create not
 --path answer without building. The build itself (about 140 s of CPU) runs only where the pinned
 sources are given (SIMENG_SRC, CAPSTONE_SRC: git repositories holding the pinned commits), and its
 SimEng must run tests/fixtures/simeng/sve_neon.c as QEMU does: what the patch adds or fixes, one
-instruction at a time (an unpatched 0.9.6 stops at its first SVE load)."""
+instruction at a time (an unpatched 0.9.6 gets cmhs and umaxp wrong, then stops at the first ld4b)."""
 from __future__ import annotations
 
 import os
