@@ -1,7 +1,7 @@
 """setup/simeng.sh (issue 54 item 1): SimEng 0.9.6 with Capstone 5.0.1, both patched, built from
 pinned commits outside the repository. Its refusals (a source without the pinned commit, a patch
 made against another commit, an unknown option) are one line each and create nothing; --where and
---path answer without building. The build itself (about 140 s of CPU) runs only where the pinned
+--path answer without building. The build itself (about 150 s of CPU) runs only where the pinned
 sources are given (SIMENG_SRC, CAPSTONE_SRC: git repositories holding the pinned commits), and its
 SimEng must run tests/fixtures/simeng/sve_neon.c as QEMU does: what the patch adds or fixes, one
 instruction at a time (an unpatched 0.9.6 gets cmhs and umaxp wrong, then stops at the first ld4b)."""
