@@ -198,9 +198,8 @@ fi
 printf 'commit=%s\nsimeng=%s (%s)\ncapstone=%s (%s)\nsha256=%s\nconfig=%s\nbuild_seconds=%s\n' "$BUILD_ID" \
     "$SIMENG_COMMIT" "$SIMENG_TAG" "$CAPSTONE_COMMIT" "$CAPSTONE_TAG" "$(sha256_of "$BIN")" \
     "$DIR/src/simeng/configs/a64fx.yaml" "$(( $(date +%s) - started ))" >"$STAMP"
-# CPU time of this call's children (cmake, make, the compilers): bash's `times`, second line,
-# written by this shell itself (in a pipeline's subshell it would count that subshell's children).
+# CPU time of this call's children (cmake, make, the compilers), written by this shell itself.
 times >"$DIR/times.txt"
-cpu=$(tail -n 1 "$DIR/times.txt" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
+cpu=$(cpu_seconds "$DIR/times.txt")
 say "SimEng $SIMENG_TAG (Capstone $CAPSTONE_TAG, patched) is built: $BIN"
 say "took $(( $(date +%s) - started )) s wall, ${cpu} s CPU; the cache holds $(du -sh "$DIR" | cut -f1) at $DIR"
