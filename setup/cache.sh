@@ -1,4 +1,4 @@
-# Sourced by setup/gem5.sh, ompi5.sh, arm64-vm.sh, arm64-node.sh and dynamorio.sh: their one-line messages,
+# Sourced by setup/gem5.sh, ompi5.sh, arm64-vm.sh, arm64-node.sh, dynamorio.sh and simeng.sh: their one-line messages,
 # where their builds are cached, whether a stamp still describes what was built, and the disk
 # check that runs before anything is created. The caller sets ME (its name in every line).
 
@@ -70,6 +70,13 @@ unpack_kernel() {
     done
     cp "$dir/kernel/boot/vmlinuz-$abi" "$dir/vmlinuz"
     rm -rf "$dir/kernel"
+}
+
+# The CPU seconds (user + system) of the children in FILE, the output of bash's `times`. The
+# caller writes FILE itself (`times >FILE`): in a pipeline's subshell or a $(...) `times` counts
+# that subshell's children, not the caller's (cmake, make, the compilers).
+cpu_seconds() {
+    tail -n 1 "$1" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'
 }
 
 # Refuse (exit 2) unless DIR, measured at its nearest existing parent, has NEED GiB free.

@@ -263,9 +263,8 @@ echo "commit $PINNED_COMMIT ($PINNED_TAG), built by $ME" >"$DIR/home.part/harnes
 mv "$DIR/home.part" "$HOME_DIR"
 printf 'commit=%s\ntag=%s\nsha256=%s\nbuild_seconds=%s\n' "$PINNED_COMMIT" "$PINNED_TAG" "$(sha256_of "$LIB")" \
     "$(( $(date +%s) - started ))" >"$STAMP"
-# CPU time of this call's children (cmake, make, the compilers): bash's `times`, second line,
-# written by this shell itself (in a pipeline's subshell it would count that subshell's children).
+# CPU time of this call's children (cmake, make, the compilers), written by this shell itself.
 times >"$DIR/times.txt"
-cpu=$(tail -n 1 "$DIR/times.txt" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
+cpu=$(cpu_seconds "$DIR/times.txt")
 say "DynamoRIO ${PINNED_COMMIT:0:12} ($PINNED_TAG) is built: $HOME_DIR"
 say "took $(( $(date +%s) - started )) s wall, ${cpu} s CPU; the cache holds $(du -sh "$DIR" | cut -f1) at $DIR"
