@@ -37,6 +37,10 @@
 #                                    built from source natively, or DYNAMORIO_HOME's copied), for
 #                                    the armie backend's `via: native`; arm64 hosts only (an x86-64
 #                                    host skips it in one line: its DynamoRIO is the guest's)
+#   setup/install.sh --with-simeng   also cmake and g++, then SimEng 0.9.6 (a cycle-level AArch64
+#                                    simulator with an A64FX core) at pinned commits, patched
+#                                    to run the harness's binaries, into a cache outside the
+#                                    repository (setup/simeng.sh)
 #   setup/install.sh --print-packages
 #                                    print the apt packages the other options name (installed
 #                                    or not), install nothing
@@ -130,6 +134,8 @@ APT_ARM64_NODE=(qemu-system-arm qemu-utils cpio debootstrap e2fsprogs)
 # native build (setup/dynamorio.sh) needs beside the base packages: g++, patch (DynamoRIO
 # patches elfutils) and bzip2 (elfutils' tarball).
 APT_DYNAMORIO=(cmake g++ patch bzip2)
+# SimEng's build (setup/simeng.sh): CMake and the host's C++ compiler.
+APT_SIMENG=(cmake g++)
 # Where Debian's arm64 Open MPI puts its headers (the file the cheap recheck looks for).
 MPI_HEADER=/usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h
 # Host toolchain named in every apt install command (protects it from removal).
@@ -362,7 +368,7 @@ need_root_or_explain() {
 # run in the user's clone it would leave a .venv the user cannot write).
 setup_command() {
     local c="./harness setup" f
-    for f in MPI:mpi GEM5:gem5 SLURM:slurm OMPI5:ompi5 ARM64_VM:arm64-vm ARM64_NODE:arm64-node DYNAMORIO:dynamorio; do
+    for f in MPI:mpi GEM5:gem5 SLURM:slurm OMPI5:ompi5 ARM64_VM:arm64-vm ARM64_NODE:arm64-node DYNAMORIO:dynamorio SIMENG:simeng; do
         local v="WITH_${f%%:*}"
         [[ ${!v} -eq 1 ]] && c+=" --with-${f#*:}"
     done
@@ -569,6 +575,7 @@ WITH_OMPI5=0
 WITH_ARM64_VM=0
 WITH_ARM64_NODE=0
 WITH_DYNAMORIO=0
+WITH_SIMENG=0
 FORCE=0
 SIMFILE=""
 while [[ $# -gt 0 ]]; do
@@ -584,6 +591,7 @@ while [[ $# -gt 0 ]]; do
         --with-arm64-vm) WITH_ARM64_VM=1 ;;
         --with-arm64-node) WITH_ARM64_NODE=1 ;;
         --with-dynamorio) WITH_DYNAMORIO=1 ;;
+        --with-simeng) WITH_SIMENG=1 ;;
         --print-packages) MODE=print ;;
         --force) FORCE=1 ;;
         --check-simulation)
@@ -630,6 +638,7 @@ if [[ $WITH_ARM64_VM -eq 1 ]]; then APT_PKGS+=("${APT_ARM64_VM[@]}"); CMDS+=(qem
 if [[ $WITH_ARM64_NODE -eq 1 ]]; then APT_PKGS+=("${APT_ARM64_NODE[@]}"); CMDS+=(qemu-system-aarch64:qemu-system-arm
     qemu-img:qemu-utils cpio:cpio debootstrap:debootstrap mke2fs:e2fsprogs); fi
 if [[ $WITH_DYNAMORIO -eq 1 ]]; then APT_PKGS+=("${APT_DYNAMORIO[@]}"); CMDS+=(cmake:cmake g++:g++ patch:patch bzip2:bzip2); fi
+if [[ $WITH_SIMENG -eq 1 ]]; then APT_PKGS+=("${APT_SIMENG[@]}"); CMDS+=(cmake:cmake g++:g++); fi
 if [[ $MODE == print ]]; then
     # The same package once (--with-arm64-vm and --with-arm64-node share some).
     printf '%s\n' "${APT_PKGS[@]}" | awk '!seen[$0]++' | paste -sd' '
@@ -674,6 +683,9 @@ if [[ $MODE == check ]]; then
     if [[ $WITH_DYNAMORIO -eq 1 ]] && ! "$ROOT/setup/dynamorio-native.sh" --path >/dev/null 2>&1; then
         problems+=("DynamoRIO with the ROI client is not installed at $("$ROOT/setup/dynamorio-native.sh" --where) (fix: $ME --with-dynamorio)")
     fi
+    if [[ $WITH_SIMENG -eq 1 ]] && ! "$ROOT/setup/simeng.sh" --path >/dev/null 2>&1; then
+        problems+=("SimEng is not built at $("$ROOT/setup/simeng.sh" --where) (fix: $ME --with-simeng)")
+    fi
     if [[ ${#problems[@]} -eq 0 ]]; then
         echo "$ME --check: all present (python $py, ${#APT_PKGS[@]} apt packages, .venv matches requirements.txt)"
         exit 0
@@ -687,6 +699,7 @@ if [[ $MODE == check ]]; then
     [[ $WITH_ARM64_VM -eq 1 ]] && fixcmd+=" --with-arm64-vm"
     [[ $WITH_ARM64_NODE -eq 1 ]] && fixcmd+=" --with-arm64-node"
     [[ $WITH_DYNAMORIO -eq 1 ]] && fixcmd+=" --with-dynamorio"
+    [[ $WITH_SIMENG -eq 1 ]] && fixcmd+=" --with-simeng"
     if [[ ${#MISSING[@]} -gt 0 ]] && ! can_admin; then
         echo "fix: ask root to run: $(root_command "${MISSING[@]}"); then run $fixcmd"
     else
@@ -711,6 +724,7 @@ run_builds() {
     if [[ $WITH_ARM64_VM -eq 1 ]]; then "$ROOT/setup/arm64-vm.sh" || exit 1; fi
     if [[ $WITH_ARM64_NODE -eq 1 ]]; then "$ROOT/setup/arm64-node.sh" || exit 1; fi
     if [[ $WITH_DYNAMORIO -eq 1 ]]; then "$ROOT/setup/dynamorio-native.sh" || exit 1; fi
+    if [[ $WITH_SIMENG -eq 1 ]]; then "$ROOT/setup/simeng.sh" || exit 1; fi
     if [[ $WITH_GEM5 -eq 1 ]]; then exec "$ROOT/setup/gem5.sh"; fi
     exit 0
 }

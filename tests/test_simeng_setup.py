@@ -135,3 +135,18 @@ def test_the_patched_simeng_runs_what_the_patch_adds_as_qemu_does(tmp_path: Path
     lines = [line for line in sim.stdout.splitlines() if line and not line.startswith("[SimEng")]
     assert lines == qemu.splitlines()
     assert "rdvl=0000000000000040" in lines  # VL 512, the A64FX configuration's
+
+
+def test_the_installer_option_adds_simengs_build_tools_and_its_check_names_it(tmp_path: Path) -> None:
+    """`./harness setup --with-simeng` installs cmake and g++ and runs setup/simeng.sh; its --check
+    names a SimEng not built, with the option that builds it."""
+    install = REPO / "setup" / "install.sh"
+    packages = subprocess.run(["bash", str(install), "--print-packages", "--with-simeng"], capture_output=True,
+                              text=True, timeout=60)
+    assert packages.returncode == 0 and packages.stdout.split()[-2:] == ["cmake", "g++"]
+    env = setup_env(tmp_path)
+    check = subprocess.run(["bash", str(install), "--check", "--with-simeng"], capture_output=True, text=True,
+                           env=env, timeout=120)
+    assert check.returncode == 1
+    assert f"  - SimEng is not built at {binary_in(env)} (fix: setup/install.sh --with-simeng)" in check.stdout.splitlines()
+    assert cache_files(env) == []
