@@ -184,6 +184,8 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "host_run": (SLOW, "needs_perf"),
     # test_perf_guest.py
     "guest_measured": (SLOW, "needs_arm64_guest"),
+    # test_perf_counted.py
+    "host_without_sve": (),  # the SVE probes patched: nothing runs
     # test_plugins.py
     "plugin_build": (SLOW,),
     "prog": (SLOW,),
