@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build SimEng (University of Bristol's cycle-level AArch64 simulator) at a pinned release, patched
-# to run the harness's binaries, into a cache directory outside the repository (issue 54 item 1).
-# The binary runs `simeng <config.yaml> <static AArch64 binary> [args]`; its A64FX core is the
-# source's configs/a64fx.yaml. docs/guide/simeng.md says what it runs and how that was checked.
+# to run the harness's binaries and print their region of interest's statistics, into a cache
+# directory outside the repository (issue 54 items 1 and 2). The binary runs
+# `simeng <config.yaml> <static AArch64 binary> [args]`; its A64FX core is the source's
+# configs/a64fx.yaml. docs/guide/simeng.md says what it runs and how that was checked.
 #
 #   setup/simeng.sh           build it unless the cache already holds it (then: nothing)
 #   setup/simeng.sh --path    print the simeng binary; "not built" on stderr and exit 1 when

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
@@ -48,6 +49,7 @@ MARKERS = {
                       "builds DynamoRIO at its pinned commit; or DYNAMORIO_HOME=<AArch64 DynamoRIO>)",
     "needs_arm64_guest": "needs the emulated AArch64 guest, DynamoRIO or not (./harness setup --with-arm64-vm)",
     "needs_arm64_node": "needs the arm64 node, a Debian 12 arm64 disk image (./harness setup --with-arm64-node)",
+    "needs_simeng": "needs SimEng built with the harness's patch (./harness setup --with-simeng)",
 }
 
 
@@ -110,12 +112,21 @@ def _arm64_node() -> str | None:
     return arm64_node.missing()
 
 
+def _simeng() -> str | None:
+    """setup/simeng.sh --path answers only for a SimEng built with the repository's patches."""
+    path = subprocess.run([str(config.REPO / "setup" / "simeng.sh"), "--path"], capture_output=True, text=True,
+                          timeout=60)
+    return None if path.returncode == 0 else \
+        "SimEng is not built with the harness's patch (./harness setup --with-simeng)"
+
+
 # needs_* marker -> its probe: None when the part is here, else the line that says what is
 # missing and how to get it (the skip's reason).
 PROBES: dict[str, Callable[[], str | None]] = {
     "needs_root": _root, "needs_clang": _clang, "needs_chromium": _chromium, "needs_gem5": _gem5, "needs_mpi": _mpi,
     "needs_ompi5": _ompi5, "needs_ompi_src": _ompi_src, "needs_slurm": _slurm, "needs_perf": _perf,
     "needs_arm64_vm": _arm64_vm, "needs_arm64_guest": _arm64_guest, "needs_arm64_node": _arm64_node,
+    "needs_simeng": _simeng,
 }
 
 # Every fixture defined under tests/ -> the markers of the tests that use it. A fixture that
