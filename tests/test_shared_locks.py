@@ -39,12 +39,20 @@ def sweep(results: Path, build: Path, root: Path = REPO) -> subprocess.Popen:
                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
+def cmdline(pid: int) -> bytes:
+    """A process's command line; empty once it has exited (another test's Snakemake listed a
+    moment before may be gone by the time it is read)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def snakemake_of(results: Path, deadline: float) -> tuple[int, list[Path]]:
     """The pid of the Snakemake sweeping into `results` and its output locks, as soon as it has its lock."""
     while time.monotonic() < deadline:
         locks = [lock for lock in _locks_naming(results) if lock.name.endswith(".output.lock")]
-        pids = [pid for pid in guard.snakemake_running(REPO)
-                if f"results_dir={results}".encode() in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        pids = [pid for pid in guard.snakemake_running(REPO) if f"results_dir={results}".encode() in cmdline(pid)]
         if locks and pids:
             return pids[0], locks
         time.sleep(0.01)
