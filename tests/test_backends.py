@@ -24,7 +24,7 @@ from conftest import REPO
 
 PY = sys.executable
 PROTOCOL = ("NAME", "STAGE", "MARKER", "EXCLUSIVE", "GROUPED", "TABLE", "preflight", "jobs", "time_factor", "settings", "inputs",
-            "run_job", "metrics", "EVIDENCE", "evidence")
+            "run_job", "metrics", "EVIDENCE", "evidence", "estimates")
 BACKEND_NAMES = re.compile(r"""["'](%s)["']""" % "|".join(registry.REGISTRY))
 
 
@@ -59,7 +59,7 @@ def test_the_sweep_schema_takes_the_backends_from_the_registry() -> None:
             sections.append(name)
             assert props[name] == part["section"]
     assert props["backends"]["items"]["enum"] == listed == ["qemu", "armie"]
-    assert sections == ["armie", "gem5", "perf"]  # armie: where its counts come from (via)
+    assert sections == ["armie", "gem5", "simeng", "perf"]  # armie: where its counts come from (via)
     assert list(registry.REGISTRY) == list(backend_path.places())
     # The file in configs/schema names no backend of its own.
     base = yaml.safe_load((REPO / "configs" / "schema" / "sweep.schema.yaml").read_text())["properties"]
@@ -365,7 +365,7 @@ def test_a_count_job_imports_its_own_backend_and_not_the_sweep_s_configuration(t
     out, proc = job(dataclasses.replace(plan, backend="nosuch"))
     assert out["status"] == 2 and not [m for m in out["modules"] if m.startswith("analysis.backends.")
                                        and m not in ("analysis.backends.registry", "analysis.backends.staging")]
-    assert proc.stderr == f"error: plan {tmp_path / 'plan.json'} names backend 'nosuch'; known: qemu, armie, gem5, perf\n"
+    assert proc.stderr == f"error: plan {tmp_path / 'plan.json'} names backend 'nosuch'; known: qemu, armie, gem5, simeng, perf\n"
 
 
 def test_metrics_come_from_the_record_s_backend() -> None:

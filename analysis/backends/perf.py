@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from analysis.backends import (GUEST_META, Bench, Plan, Ready, RecordError, RunError, cell_name, check_vl_seen,
-                               no_report, parse_ok_line, perf_guest, staged)
+                               no_estimates, no_report, parse_ok_line, perf_guest, staged)
 from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.X names them as before
     BANDWIDTH, NOT_COUNTED, OK, SEP, TIME, UNKNOWN, UNSUPPORTED, describe, parse_csv, parse_times, stat_command,
     stats_rows, traffic_bytes)
@@ -398,3 +398,6 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
                                "emulator": machine, "cpu_model": "a64fx" if cpu == A64FX_CPU else "max",
                                "compiler": next((v for k, v in versions.items() if k.startswith("compiler.")), "?")}}
     return extra, records
+
+
+estimates = no_estimates  # its rows estimate no time for the perf figures

@@ -22,13 +22,16 @@ from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
 import yaml
 
-from analysis.backends import (Plan, Ready, RecordError, RunError, cell_name, fixed_evidence, no_bench, parse_ok_line,
-                               run_limited, staged)
+from analysis.backends import (Estimate, Plan, Ready, RecordError, RunError, cell_name, fixed_evidence, no_bench,
+                               parse_ok_line, run_limited, staged)
+from analysis.backends.perf_table import BANDWIDTH, OK, TIME, traffic_bytes
 from analysis.core import config
 from analysis.core.config import REPO, Job, Run, Sweep, cross_build
 
 if TYPE_CHECKING:  # annotations only: a simulation job does not load pandas
     from pandas import DataFrame
+
+    from analysis.core.kernels import KernelTable
 
 NAME = "simeng"
 STAGE = "simulate"
@@ -44,8 +47,10 @@ HIDE_ENV = {"SIMENG": OFF}
 EVIDENCE = "SimEng"
 evidence = fixed_evidence(EVIDENCE)
 bench = no_bench  # timed by its own sweep (docs/guide/simeng.md), not by ./harness bench
-# What SimEng's times are wherever they stand beside measured ones: a model's estimate.
+# What SimEng's times are wherever they stand beside measured ones: a model's estimate (the
+# A64FX configuration's; another core's label names that core).
 LABEL = "SimEng A64FX core model, fixed-latency memory"
+CORE_NAMES = {"a64fx": "A64FX"}
 
 SETUP = REPO / "setup" / "simeng.sh"
 # SimEng counts the end marker retired before it records the ROI: retired = QEMU roi.total + 1.
@@ -266,6 +271,7 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
     binary, runs_dir = Path(plan.binary), Path(s["runs_dir"])
     runs_dir.mkdir(parents=True, exist_ok=True)
     source = Path(s["config"]).read_text()
+    clock_ghz = float(yaml.safe_load(source)["Core"]["Clock-Frequency-GHz"])
     configs: dict[int, Path] = {}
     for vl in sorted({r.vl for r in plan.runs}):
         configs[vl] = runs_dir / f"{plan.cpu_model}-vl{vl}.yaml"
@@ -277,7 +283,13 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
         what = rec["not_run"] if "not_run" in rec else f"cycles={rec['simeng']['cycles']} retired={rec['simeng']['retired']}"
         print(f"[{i}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, run)} {what} {rec['seconds']}s", file=log,
               flush=True)
-    return {"label": LABEL, "configs": {str(vl): sha256_text(p.read_text()) for vl, p in configs.items()}}, records
+    return {"label": label(plan.cpu_model), "clock_ghz": clock_ghz,
+            "configs": {str(vl): sha256_text(p.read_text()) for vl, p in configs.items()}}, records
+
+
+def label(core: str) -> str:
+    """What SimEng's times of a core are, wherever they are shown."""
+    return LABEL.replace("A64FX", CORE_NAMES.get(core, core))
 
 
 def run_once(simeng: Path, cfg: Path, binary: Path, core: str, run: Run, limit: float | None,
@@ -336,6 +348,9 @@ def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]
         yield f"simeng.{name}", value
     if run["simeng"].get("cycles"):  # the table holds integers: IPC in thousandths, as gem5's
         yield "simeng.ipc_milli", round(1000 * run["simeng"]["retired"] / run["simeng"]["cycles"])
+    # The configuration's clock: what turns the cycles into the times `estimates` draws.
+    if "clock_ghz" in meta:
+        yield "simeng.clock_mhz", round(1000 * meta["clock_ghz"])
 
 
 def check_record(run: dict[str, Any], where: str) -> None:
@@ -433,3 +448,31 @@ def agreement_report(counts: DataFrame) -> list[str]:
     return ["", f"SimEng's retired ROI instructions equal QEMU's roi.total + {END_MARKER} (the end marker) on "
             f"{len(m) - len(bad)} of {len(m)} cells" + ("." if not len(bad) else ": not on " + ", ".join(
                 f"{b.kernel} {b.variant} VL {b.vl} ({b.value_s} vs {b.value_q})" for b in bad.head(5).itertuples()) + ".")]
+
+
+# --- A64FX-like times for the perf figures (Fig. 11, 12) ----------------------------------------------
+
+CELL = ["kernel", "variant", "op", "dtype", "layout", "build", "cpu_model", "backend", "compiler", "vl", "size"]
+
+
+def estimates(counts: DataFrame, prov: DataFrame, table: KernelTable) -> Estimate | None:
+    """Each SimEng cell's ROI (one kernel call) as perf.csv's time per call, cycles at the
+    configuration's clock, and bandwidth where the kernel table declares the traffic: a model's
+    estimate under its label (analysis.stages.plot draws the perf figures of it, apart from
+    perf's). None without cells at two sizes: a figure against size needs them."""
+    mine = counts[counts["backend"] == NAME]
+    cycles = mine[mine["metric"] == f"{NAME}.cycles"]
+    if cycles["size"].nunique() < 2:
+        return None
+    clock = mine[mine["metric"] == f"{NAME}.clock_mhz"][CELL + ["value"]].rename(columns={"value": "mhz"})
+    rows = []
+    for r in cycles.merge(clock, on=CELL).to_dict("records"):
+        ns = r["value"] * 1000 / r["mhz"]
+        key = {k: r[k] for k in CELL}
+        rows.append({**key, "metric": TIME, "status": OK, "unit": "ns", "n": 1, "mean": ns, "std": 0.0, "min": ns,
+                     "max": ns})
+        moved = traffic_bytes(table.families[table.row(r["kernel"], r["variant"]).family].traffic or {}, r["size"])
+        if moved is not None:
+            rows.append({**key, "metric": BANDWIDTH, "status": OK, "unit": "GB/s", "n": 1, "mean": moved / ns,
+                         "std": 0.0, "min": moved / ns, "max": moved / ns})
+    return Estimate(label(str(cycles["cpu_model"].iloc[0])), rows)
