@@ -87,8 +87,8 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "analysis/commands/bench.py": ({"qemu", "perf"}, "the counting clients' overhead and the share outside the ROI are "
                                    "QEMU's own figures; the memcpy family's host timing is perf's"),
     "analysis/commands/sweep.py": ({"perf"}, "says what perf will measure before the sweep starts (perf.plan)"),
-    "analysis/commands/watched.py": ({"qemu", "armie", "gem5", "perf"}, "the up-to-date check stats each backend's tool "
-                                     "and every place gem5 is looked for, importing nothing heavy"),
+    "analysis/commands/watched.py": ({"qemu", "armie", "gem5", "simeng", "perf"}, "the up-to-date check stats each "
+                                     "backend's tool and every place gem5 and SimEng are looked for, importing nothing heavy"),
     "analysis/stages/figures.py": ({"perf"}, "draws perf.csv, perf's table, by its statuses and metric names"),
     "rules/build.smk": ({"perf"}, "the rule of perf's C marker, compiled per native build (the other markers share one rule)"),
 }

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from analysis.backends import simeng
+from analysis.commands import watched
 from analysis.commands.report import figure_entries
 from analysis.core import config
 from analysis.core.config import Run
@@ -319,3 +320,14 @@ def test_the_clock_is_a_row_of_each_cell() -> None:
     rec = simeng.record(run, ["simeng", "/r/c.yaml", "./k", *run.argv()], Path("/b/copy-acle_4v"), "0" * 64, 0.4, 0,
                         output(f"{ROI}\n{OK}"), "")
     assert dict(simeng.metrics({"clock_ghz": 1.8}, rec, {}))["simeng.clock_mhz"] == 1800
+
+
+def test_the_up_to_date_check_watches_simeng_and_its_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A rebuilt SimEng (another patch rewrites its stamp) or another SIMENG is a change: the
+    sweep plans again, and its jobs' versions say what changed."""
+    monkeypatch.setenv("SIMENG", str(tmp_path / "mine"))
+    probes = watched.watch(str(REPO / "configs" / "simeng.yaml"), config.load(REPO / "configs" / "simeng.yaml"))["probes"]
+    assert {str(p) for p in simeng.cached_places()} | {str(tmp_path / "mine")} <= set(probes)
+    assert "SIMENG" in watched.ENV
+    assert str(simeng.cached_places()[1]) not in watched.watch(str(REPO / "configs" / "default.yaml"),
+                                                              config.load(REPO / "configs" / "default.yaml"))["probes"]

@@ -53,6 +53,7 @@ LABEL = "SimEng A64FX core model, fixed-latency memory"
 CORE_NAMES = {"a64fx": "A64FX"}
 
 SETUP = REPO / "setup" / "simeng.sh"
+STAMP = "installed"  # setup/simeng.sh's record of a build, four folders above the binary
 # SimEng counts the end marker retired before it records the ROI: retired = QEMU roi.total + 1.
 END_MARKER = 1
 ROI_TAG = "[SimEng:ROI] "
@@ -172,6 +173,14 @@ def cached_simeng() -> Path | None:
     return Path(out.stdout.strip()) if out.returncode == 0 else None
 
 
+def cached_places() -> tuple[Path, Path]:
+    """Where `./harness setup --with-simeng` puts SimEng and the stamp of its build, built or not
+    (the up-to-date check stats both: a rebuild with another patch rewrites the stamp)."""
+    out = subprocess.run([str(SETUP), "--where"], capture_output=True, text=True, check=True)
+    binary = Path(out.stdout.strip())
+    return binary, binary.parents[4] / STAMP
+
+
 def find_simeng(sweep: Sweep) -> Path | None:
     """SIMENG, then simeng: binary, then the built cache; None when there is none. A named binary
     that is missing is not replaced by the cached one: the user asked for that one."""
@@ -193,7 +202,7 @@ def skipped_message(sweep: Sweep) -> str:
 def stamp(simeng: Path) -> dict[str, str]:
     """setup/simeng.sh's record of a build (`installed` beside build/): commits, patch checksums,
     the source's configs; {} for a SimEng built elsewhere."""
-    path = simeng.parents[4] / "installed" if len(simeng.parents) > 4 else None
+    path = simeng.parents[4] / STAMP if len(simeng.parents) > 4 else None
     if path is None or not path.is_file():
         return {}
     return dict(ln.split("=", 1) for ln in path.read_text().splitlines() if "=" in ln)
