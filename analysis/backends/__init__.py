@@ -328,6 +328,17 @@ def log_record(binary: Path, plan: Plan, i: int, rec: dict[str, Any], log: TextI
 GUEST_META = "guest"
 
 
+def find_tool(given: str | None, off: str, cached: Callable[[], Path | None]) -> Path | None:
+    """A simulator's executable (gem5's, SimEng's): the one `given` (its environment variable, else
+    the sweep file), else the one `cached()` finds where setup builds it; None when there is none
+    or given is `off`. A named binary that is missing is not replaced by the cached one: the
+    user asked for that one."""
+    if given == off:
+        return None
+    path = Path(given).expanduser() if given else cached()
+    return path if path is not None and path.is_file() and os.access(path, os.X_OK) else None
+
+
 def fixed_evidence(name: str) -> Callable[[dict[str, Any]], str]:
     """Backend.evidence of a backend that runs in one place: every raw file of it is `name`."""
     return lambda meta: name

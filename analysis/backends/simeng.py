@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
 import yaml
 
-from analysis.backends import (Estimate, Plan, Ready, RecordError, RunError, cell_name, fixed_evidence, no_bench,
-                               parse_ok_line, run_limited, staged)
+from analysis.backends import (Estimate, Plan, Ready, RecordError, RunError, cell_name, find_tool, fixed_evidence,
+                               no_bench, parse_ok_line, run_limited, staged)
 from analysis.backends.perf_table import BANDWIDTH, OK, TIME, traffic_bytes
 from analysis.core import config
 from analysis.core.config import REPO, Job, Run, Sweep, cross_build
@@ -182,13 +182,8 @@ def cached_places() -> tuple[Path, Path]:
 
 
 def find_simeng(sweep: Sweep) -> Path | None:
-    """SIMENG, then simeng: binary, then the built cache; None when there is none. A named binary
-    that is missing is not replaced by the cached one: the user asked for that one."""
-    given = _given(sweep)
-    if given == OFF:
-        return None
-    path = Path(given).expanduser() if given else cached_simeng()
-    return path if path is not None and path.is_file() and os.access(path, os.X_OK) else None
+    """SIMENG, then simeng: binary, then the built cache; None when there is none."""
+    return find_tool(_given(sweep), OFF, cached_simeng)
 
 
 def skipped_message(sweep: Sweep) -> str:
@@ -289,7 +284,7 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
     for i, (run, limit) in enumerate(zip(plan.runs, plan.time_limits), 1):
         rec = run_once(Path(s["simeng"]), configs[run.vl], binary, plan.cpu_model, run, limit, runs_dir)
         records.append(rec)
-        what = rec["not_run"] if "not_run" in rec else f"cycles={rec['simeng']['cycles']} retired={rec['simeng']['retired']}"
+        what = rec.get("not_run") or f"cycles={rec['simeng']['cycles']} retired={rec['simeng']['retired']}"
         print(f"[{i}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, run)} {what} {rec['seconds']}s", file=log,
               flush=True)
     return {"label": label(plan.cpu_model), "clock_ghz": clock_ghz,
@@ -430,9 +425,11 @@ def report(counts: DataFrame, prov: DataFrame) -> list[str]:
         return []
     r = cycle_ratios(counts, prov)
     not_run = r[r["status"].str.startswith("SimEng not run")]
+    cores = sorted(set(r["core"]))
     lines = ["", "## SimEng/gem5 cycles per cell", "",
-             f"ROI cycles of SimEng's {', '.join(sorted(set(r['core'])))} core ({LABEL}) over gem5's O3 ROI cycles of "
-             f"the same binary's code, VL and size. Spread: {spread(r)}. SimEng cells not run: {len(not_run)} of {len(r)}.",
+             f"ROI cycles of SimEng's {', '.join(cores)} core ({label(cores[0])}) over gem5's O3 ROI cycles of the "
+             f"same binary's code, VL and size. Spread: {spread(r)}. "
+             f"SimEng cells not run: {len(not_run)} of {len(r)}.",
              "", "| kernel | variant | op | dtype | compiler | VL | size | SimEng cycles | gem5 cycles | SimEng/gem5 |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in r.itertuples():
@@ -454,9 +451,9 @@ def agreement_report(counts: DataFrame) -> list[str]:
     if not len(m):
         return []
     bad = m[m["value_s"] - m["value_q"] != END_MARKER]
+    shown = ", ".join(f"{b.kernel} {b.variant} VL {b.vl} ({b.value_s} vs {b.value_q})" for b in bad.head(5).itertuples())
     return ["", f"SimEng's retired ROI instructions equal QEMU's roi.total + {END_MARKER} (the end marker) on "
-            f"{len(m) - len(bad)} of {len(m)} cells" + ("." if not len(bad) else ": not on " + ", ".join(
-                f"{b.kernel} {b.variant} VL {b.vl} ({b.value_s} vs {b.value_q})" for b in bad.head(5).itertuples()) + ".")]
+            f"{len(m) - len(bad)} of {len(m)} cells" + (f": not on {shown}." if len(bad) else ".")]
 
 
 # --- A64FX-like times for the perf figures (Fig. 11, 12) ----------------------------------------------
