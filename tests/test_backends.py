@@ -73,8 +73,8 @@ def test_the_sweep_schema_takes_the_backends_from_the_registry() -> None:
 # Where a backend's name may appear outside analysis/backends/ (as a quoted string, or as an
 # import of its module), which names, and why. Everything else asks the backend.
 ALLOWED: dict[str, tuple[set[str], str]] = {
-    "analysis/core/config.py": ({"gem5", "perf"}, "builds the typed sections of the sweep file (its keys gem5 and perf): "
-                                "the configuration loads without importing any backend"),
+    "analysis/core/config.py": ({"gem5", "perf", "simeng"}, "builds the typed sections of the sweep file (its keys gem5, "
+                                "perf and simeng): the configuration loads without importing any backend"),
     "analysis/core/model.py": ({"gem5", "perf"}, "the typed sweep: a gem5 figure's or check's CPU model is a gem5 system; "
                                "perf's section has a key named perf (the command)"),
     "analysis/core/checks.py": ({"gem5"}, "a cycle check explains itself with gem5's IPC and misses (core imports no backend)"),

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.backends import simeng
+from analysis.backends import simeng, simeng_report
 from analysis.commands import watched
 from analysis.commands.report import figure_entries
 from analysis.core import config
@@ -192,7 +192,7 @@ def fixture_tables(with_gem5: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_the_ratio_table_with_gem5_present() -> None:
-    r = simeng.cycle_ratios(*fixture_tables(with_gem5=True))
+    r = simeng_report.cycle_ratios(*fixture_tables(with_gem5=True))
     assert list(zip(r["variant"], r["vl"], r["status"])) == [
         ("acle_4v", 128, ""), ("acle_4v", 256, "gem5 not run: no gem5 cell at this VL and size"),
         ("c_vec", 128, "SimEng not run: SimEng halted: x")]
@@ -292,8 +292,10 @@ def test_simengs_cycles_estimate_the_perf_figures_times_under_the_models_label()
     got = {(r["metric"], r["size"]): (r["mean"], r["unit"], r["std"]) for r in est.rows}
     assert got == {("time_per_call", 4096): (1000.0, "ns", 0.0), ("bandwidth", 4096): (8.192, "GB/s", 0.0),
                    ("time_per_call", 16384): (4000.0, "ns", 0.0), ("bandwidth", 16384): (8.192, "GB/s", 0.0)}
-    # one size is no figure against size
-    assert simeng.estimates(estimate_counts().query("size == 4096"), pd.DataFrame(), sweep.table) is None
+    # one size a line is no figure against size, whatever other lines' sizes are
+    other = estimate_counts().query("size == 16384").assign(kernel="reduce", variant="acle", op="max")
+    one_each = pd.concat([estimate_counts().query("size == 4096"), other])
+    assert simeng.estimates(one_each, pd.DataFrame(), sweep.table) is None
 
 
 def test_an_estimated_figure_says_it_is_the_models_and_stands_apart(tmp_path: Path) -> None:

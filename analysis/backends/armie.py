@@ -59,6 +59,7 @@ NOT_RUN = None  # it runs wherever the sweep lists it (preflight fails where it 
 HIDE_ENV: dict[str, str] = {}
 SHARES_PREPARATIONS = False
 EVIDENCE = "ArmIE"  # what a verdict resting on its rows names: ArmIE itself, on an AArch64 host
+estimates = no_estimates  # counts, no times
 # Its rows where they were counted by its stand-in, DynamoRIO with the harness's ROI client: in the
 # emulated AArch64 guest (armie_guest), whose raw files record the guest (GUEST_META), or natively
 # on an AArch64 host (armie_native, NATIVE_META).
@@ -328,6 +329,3 @@ def run_once(binary: Path, cpu_model: str, run: Run, timeout: float | None = Non
                      "whole": parse_inscount(whole.stdout + whole.stderr), "roi": roi_counts},
         "opcodes": {"client": "armie-opcodes", "roi": parse_opcodes(undecoded)},
     }
-
-
-estimates = no_estimates  # its rows estimate no time for the perf figures

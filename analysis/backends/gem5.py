@@ -54,6 +54,7 @@ OFF = "none"
 HIDE_ENV = {"GEM5": OFF}
 EVIDENCE = "gem5"  # the summary names its rows' verdicts so
 evidence = fixed_evidence(EVIDENCE)  # it runs in one place
+estimates = no_estimates  # its cycles are compared, not turned into the perf figures' times
 
 
 def cached_gem5() -> Path | None:
@@ -355,6 +356,3 @@ def record(run: Run, cell: str, where: Path, simout: str, cmd: list[str], second
                                                 "work_end_in_drain", "detailed_insts", "end_cpu")}
         rec["sampling"]["units"] = len(doc["units"])
     return rec
-
-
-estimates = no_estimates  # its rows estimate no time for the perf figures

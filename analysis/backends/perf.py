@@ -49,7 +49,7 @@ NODE_EVIDENCE = "perf on an emulated AArch64 node"  # the harness itself runs on
 # host_cpu() of an A64FX: Fujitsu's implementer code 'F' and its part number.
 A64FX_CPU = "aarch64 implementer 0x46 part 0x001"
 report = no_report  # results/perf_summary.md is its report (analysis.stages.summary.stats_summary)
-
+estimates = no_estimates  # its figures are its own measurements (a model's estimates are drawn apart)
 HOST_FIX = "sysctl kernel.perf_event_paranoid=2 (or run as root)"
 # Debian's kernels default to 3, which no upstream kernel knows: no ordinary user may count at
 # all. 2 lets a user count its own processes in user space, which is all the harness asks.
@@ -398,6 +398,3 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
                                "emulator": machine, "cpu_model": "a64fx" if cpu == A64FX_CPU else "max",
                                "compiler": next((v for k, v in versions.items() if k.startswith("compiler.")), "?")}}
     return extra, records
-
-
-estimates = no_estimates  # its rows estimate no time for the perf figures

@@ -141,6 +141,7 @@ def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]
 check_record = check_client_record  # the counting clients' shape
 report = no_report
 bench = no_bench  # bench times it as the count sweep
+estimates = no_estimates  # counts, no times
 
 
 # --- one run ----------------------------------------------------------------------------------
@@ -274,6 +275,3 @@ def record(binary: Path, cpu_model: str, k: int, run: Run, ok_line: str, out_dir
         "batch_runs": batch_runs,
         **clients,
     }
-
-
-estimates = no_estimates  # its rows estimate no time for the perf figures

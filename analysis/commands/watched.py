@@ -99,8 +99,8 @@ def watch(sweep_file: str, sweep: config.Sweep) -> dict[str, list[str]]:
         given = [os.environ.get("GEM5") or "", sweep.gem5.binary or ""]
         probes.update(str(Path(g).expanduser()) for g in given if g and g != gem5.OFF)
         probes.add(str(gem5.cached_gem5_place()))
-    if simeng.NAME in sweep.sections:  # the same for SimEng, and the stamp a rebuild rewrites
-        given = [os.environ.get("SIMENG") or "", sweep.sections[simeng.NAME].get("binary") or ""]
+    if sweep.simeng is not None:  # the same for SimEng, and the stamp a rebuild rewrites
+        given = [os.environ.get("SIMENG") or "", sweep.simeng.binary or ""]
         probes.update(str(Path(g).expanduser()) for g in given if g and g != simeng.OFF)
         probes.update(str(p) for p in simeng.cached_places())
     return {"files": outside, "header_dirs": header_dirs, "tools": sorted(tools), "probes": sorted(probes)}
