@@ -11,6 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 import yaml
@@ -308,6 +309,7 @@ def test_an_estimated_figure_says_it_is_the_models_and_stands_apart(tmp_path: Pa
     assert drawn.get_suptitle().endswith("MODEL ESTIMATE, not measured: SimEng A64FX core model, fixed-latency memory")
     assert drawn.axes[0].get_ylabel() == "estimated time per call (us): ROI cycles / clock"
     assert [ax.get_title() for ax in drawn.axes] == ["VL 512 bits"]
+    plt.close(drawn)  # pyplot keeps every figure it made until it is closed
     plot.draw_estimates(estimate_counts(), pd.DataFrame(), sweep)
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == [
         "fig11_pack_unpack_time_simeng_estimate.png", "fig12_reduce_bandwidth_simeng_estimate.png"]
