@@ -24,7 +24,7 @@ from conftest import REPO
 
 PY = sys.executable
 PROTOCOL = ("NAME", "STAGE", "MARKER", "EXCLUSIVE", "GROUPED", "TABLE", "preflight", "jobs", "time_factor", "settings", "inputs",
-            "run_job", "metrics", "EVIDENCE", "evidence")
+            "run_job", "metrics", "EVIDENCE", "evidence", "estimates")
 BACKEND_NAMES = re.compile(r"""["'](%s)["']""" % "|".join(registry.REGISTRY))
 
 
@@ -59,7 +59,7 @@ def test_the_sweep_schema_takes_the_backends_from_the_registry() -> None:
             sections.append(name)
             assert props[name] == part["section"]
     assert props["backends"]["items"]["enum"] == listed == ["qemu", "armie"]
-    assert sections == ["armie", "gem5", "perf"]  # armie: where its counts come from (via)
+    assert sections == ["armie", "gem5", "simeng", "perf"]  # armie: where its counts come from (via)
     assert list(registry.REGISTRY) == list(backend_path.places())
     # The file in configs/schema names no backend of its own.
     base = yaml.safe_load((REPO / "configs" / "schema" / "sweep.schema.yaml").read_text())["properties"]
@@ -73,8 +73,8 @@ def test_the_sweep_schema_takes_the_backends_from_the_registry() -> None:
 # Where a backend's name may appear outside analysis/backends/ (as a quoted string, or as an
 # import of its module), which names, and why. Everything else asks the backend.
 ALLOWED: dict[str, tuple[set[str], str]] = {
-    "analysis/core/config.py": ({"gem5", "perf"}, "builds the typed sections of the sweep file (its keys gem5 and perf): "
-                                "the configuration loads without importing any backend"),
+    "analysis/core/config.py": ({"gem5", "perf", "simeng"}, "builds the typed sections of the sweep file (its keys gem5, "
+                                "perf and simeng): the configuration loads without importing any backend"),
     "analysis/core/model.py": ({"gem5", "perf"}, "the typed sweep: a gem5 figure's or check's CPU model is a gem5 system; "
                                "perf's section has a key named perf (the command)"),
     "analysis/core/checks.py": ({"gem5"}, "a cycle check explains itself with gem5's IPC and misses (core imports no backend)"),
@@ -87,8 +87,8 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "analysis/commands/bench.py": ({"qemu", "perf"}, "the counting clients' overhead and the share outside the ROI are "
                                    "QEMU's own figures; the memcpy family's host timing is perf's"),
     "analysis/commands/sweep.py": ({"perf"}, "says what perf will measure before the sweep starts (perf.plan)"),
-    "analysis/commands/watched.py": ({"qemu", "armie", "gem5", "perf"}, "the up-to-date check stats each backend's tool "
-                                     "and every place gem5 is looked for, importing nothing heavy"),
+    "analysis/commands/watched.py": ({"qemu", "armie", "gem5", "simeng", "perf"}, "the up-to-date check stats each "
+                                     "backend's tool and every place gem5 and SimEng are looked for, importing nothing heavy"),
     "analysis/stages/figures.py": ({"perf"}, "draws perf.csv, perf's table, by its statuses and metric names"),
     "rules/build.smk": ({"perf"}, "the rule of perf's C marker, compiled per native build (the other markers share one rule)"),
 }
@@ -365,7 +365,7 @@ def test_a_count_job_imports_its_own_backend_and_not_the_sweep_s_configuration(t
     out, proc = job(dataclasses.replace(plan, backend="nosuch"))
     assert out["status"] == 2 and not [m for m in out["modules"] if m.startswith("analysis.backends.")
                                        and m not in ("analysis.backends.registry", "analysis.backends.staging")]
-    assert proc.stderr == f"error: plan {tmp_path / 'plan.json'} names backend 'nosuch'; known: qemu, armie, gem5, perf\n"
+    assert proc.stderr == f"error: plan {tmp_path / 'plan.json'} names backend 'nosuch'; known: qemu, armie, gem5, simeng, perf\n"
 
 
 def test_metrics_come_from_the_record_s_backend() -> None:

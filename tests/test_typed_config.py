@@ -29,6 +29,7 @@ RECORD_KEYS = {
     "binary": "a plan's and a raw file's binary path, provenance.csv's binary column",
     "sve": "a run's SVE instruction count (raw counts, ROI functions) and a plan run's sve flag",
     "gem5": "a run's gem5 statistics in its raw file, the gem5 executable in a plan's settings, bench's report",
+    "simeng": "a run's SimEng ROI counters in its raw file, the simeng executable in a plan's settings",
     "memory": "a run's memory-client counts in its raw file",
     "env": "a plan's guest environment",
     "params": "a plan run's arguments",

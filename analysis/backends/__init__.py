@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # annotations only: a count job runs its plan without loading
     from pandas import DataFrame
 
     from analysis.core.config import Binary, Job, Sweep
+    from analysis.core.kernels import KernelTable
 
 
 class RunError(Exception):
@@ -67,6 +68,14 @@ class Bench:
     # paths (armie: its stand-in's runs in the guest); None: bench cannot build here.
     binaries: Callable[[list[Binary]], dict[Binary, Path]] | None = None
     cores: int = 1  # bench's --cores
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A model's estimate of perf's table (Backend.estimates): rows in perf.csv's shape (metrics
+    time_per_call and bandwidth), and the label every figure of them carries."""
+    label: str
+    rows: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,11 @@ class Backend(Protocol):
         """Lines of results/summary.md about its rows of the counts table (gem5, armie: their
         agreement with QEMU's counts); [] for none. `prov`: provenance.csv (where its rows ran:
         the evidence column)."""
+
+    def estimates(self, counts: DataFrame, prov: DataFrame, table: KernelTable) -> Estimate | None:
+        """Times its rows of counts.csv estimate for the perf figures (a cycle model's cycles at its
+        clock: SimEng's A64FX core for Fig. 11, 12 without the hardware), drawn as figures of their
+        own under the estimate's label, never into perf.csv; None for none (`no_estimates`)."""
 
     HIDE_ENV: dict[str, str]  # the environment under which a sweep goes on without it ({}: none; bench
     #                           times the counts alone with gem5's GEM5=none)
@@ -314,6 +328,17 @@ def log_record(binary: Path, plan: Plan, i: int, rec: dict[str, Any], log: TextI
 GUEST_META = "guest"
 
 
+def find_tool(given: str | None, off: str, cached: Callable[[], Path | None]) -> Path | None:
+    """A simulator's executable (gem5's, SimEng's): the one `given` (its environment variable, else
+    the sweep file), else the one `cached()` finds where setup builds it; None when there is none
+    or given is `off`. A named binary that is missing is not replaced by the cached one: the
+    user asked for that one."""
+    if given == off:
+        return None
+    path = Path(given).expanduser() if given else cached()
+    return path if path is not None and path.is_file() and os.access(path, os.X_OK) else None
+
+
 def fixed_evidence(name: str) -> Callable[[dict[str, Any]], str]:
     """Backend.evidence of a backend that runs in one place: every raw file of it is `name`."""
     return lambda meta: name
@@ -322,6 +347,11 @@ def fixed_evidence(name: str) -> Callable[[dict[str, Any]], str]:
 def no_report(counts: DataFrame, prov: DataFrame) -> list[str]:
     """Backend.report of a backend that adds nothing to results/summary.md."""
     return []
+
+
+def no_estimates(counts: DataFrame, prov: DataFrame, table: KernelTable) -> Estimate | None:
+    """Backend.estimates of a backend whose rows estimate no time."""
+    return None
 
 
 def no_bench(bench: Bench) -> tuple[dict[str, Any] | None, list[str]]:

@@ -35,8 +35,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
-from analysis.backends import (GUEST_META, Bench, Plan, Ready, RunError, cell_name, count_job, parse_ok_line,
-                               run_limited, staged)
+from analysis.backends import (GUEST_META, Bench, Plan, Ready, RunError, cell_name, count_job, no_estimates,
+                               parse_ok_line, run_limited, staged)
 from analysis.backends import armie_guest, armie_guest_job, armie_native
 from analysis.backends.armie_format import parse_inscount, parse_opcodes, split_runs  # ArmIE's outputs (and the stand-in's)
 from analysis.backends import registry
@@ -59,6 +59,7 @@ NOT_RUN = None  # it runs wherever the sweep lists it (preflight fails where it 
 HIDE_ENV: dict[str, str] = {}
 SHARES_PREPARATIONS = False
 EVIDENCE = "ArmIE"  # what a verdict resting on its rows names: ArmIE itself, on an AArch64 host
+estimates = no_estimates  # counts, no times
 # Its rows where they were counted by its stand-in, DynamoRIO with the harness's ROI client: in the
 # emulated AArch64 guest (armie_guest), whose raw files record the guest (GUEST_META), or natively
 # on an AArch64 host (armie_native, NATIVE_META).

@@ -21,8 +21,8 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence, TextIO
 
-from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, fixed_evidence,
-                               log_record, parse_ok_line, run_cells, staged)
+from analysis.backends import (Bench, Plan, Ready, RecordError, RunError, cell_name, find_tool, fixed_evidence,
+                               log_record, no_estimates, parse_ok_line, run_cells, staged)
 from analysis.backends import gem5_sampled
 from analysis.backends.gem5_output import HOST_STATS, STATS, failure_line, parse_stats, read_output
 from analysis.core import config
@@ -54,6 +54,7 @@ OFF = "none"
 HIDE_ENV = {"GEM5": OFF}
 EVIDENCE = "gem5"  # the summary names its rows' verdicts so
 evidence = fixed_evidence(EVIDENCE)  # it runs in one place
+estimates = no_estimates  # its cycles are compared, not turned into the perf figures' times
 
 
 def cached_gem5() -> Path | None:
@@ -238,13 +239,8 @@ def _given(sweep: Sweep) -> str | None:
 
 def find_gem5(sweep: Sweep) -> Path | None:
     """The gem5 binary to use (GEM5, then gem5.binary, then the built cache), or None when
-    there is none (the cycle sweep is then skipped). A named binary that is missing is not
-    replaced by the cached one: the user asked for that one."""
-    given = _given(sweep)
-    if given == OFF:
-        return None
-    path = Path(given).expanduser() if given else cached_gem5()
-    return path if path is not None and path.is_file() and os.access(path, os.X_OK) else None
+    there is none (the cycle sweep is then skipped)."""
+    return find_tool(_given(sweep), OFF, cached_gem5)
 
 
 def skipped_message(sweep: Sweep) -> str:

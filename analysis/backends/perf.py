@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from analysis.backends import (GUEST_META, Bench, Plan, Ready, RecordError, RunError, cell_name, check_vl_seen,
-                               no_report, parse_ok_line, perf_guest, staged)
+                               no_estimates, no_report, parse_ok_line, perf_guest, staged)
 from analysis.backends.perf_table import (  # its table, perf.csv (TABLE): perf.X names them as before
     BANDWIDTH, NOT_COUNTED, OK, SEP, TIME, UNKNOWN, UNSUPPORTED, describe, parse_csv, parse_times, stat_command,
     stats_rows, traffic_bytes)
@@ -49,7 +49,7 @@ NODE_EVIDENCE = "perf on an emulated AArch64 node"  # the harness itself runs on
 # host_cpu() of an A64FX: Fujitsu's implementer code 'F' and its part number.
 A64FX_CPU = "aarch64 implementer 0x46 part 0x001"
 report = no_report  # results/perf_summary.md is its report (analysis.stages.summary.stats_summary)
-
+estimates = no_estimates  # its figures are its own measurements (a model's estimates are drawn apart)
 HOST_FIX = "sysctl kernel.perf_event_paranoid=2 (or run as root)"
 # Debian's kernels default to 3, which no upstream kernel knows: no ordinary user may count at
 # all. 2 lets a user count its own processes in user space, which is all the harness asks.

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO
 
 from analysis.backends import (STAGE_PREFIX, STAGE_ROOT, STAGED_NAME, Plan, Ready, RunError, cell_name,
-                               fixed_evidence, log_record, no_bench, no_report, parse_ok_line,
+                               fixed_evidence, log_record, no_bench, no_estimates, no_report, parse_ok_line,
                                run_cells, staged)
 from analysis.backends import registry
 from analysis.backends.clients import check_client_record, client_metrics
@@ -141,6 +141,7 @@ def metrics(meta: dict[str, Any], run: dict[str, Any], mnemonics: dict[int, str]
 check_record = check_client_record  # the counting clients' shape
 report = no_report
 bench = no_bench  # bench times it as the count sweep
+estimates = no_estimates  # counts, no times
 
 
 # --- one run ----------------------------------------------------------------------------------

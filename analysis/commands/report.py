@@ -26,7 +26,9 @@ from pathlib import Path
 import jinja2
 from markdown_it import MarkdownIt
 
+from analysis.backends.registry import NAMES as BACKENDS
 from analysis.core import config, files, table
+from analysis.stages.plot import estimate_name
 
 NAME = "report.html"
 # summary.md links each explained cell as explain/<slug>.md: on the page it is a section.
@@ -111,6 +113,12 @@ def perf_caption(fig: config.PerfFigure) -> str:
     return f"{fig.title}. Native runs under perf ({fig.kind} per call) of {_what(fig.series)}; host baselines dashed."
 
 
+def estimate_caption(fig: config.PerfFigure, backend: str) -> str:
+    return (f"{fig.title}, estimated by the {backend} backend's model (its title names it): the ROI cycles of one call "
+            f"at the model's clock, of {_what(fig.series)}. A model estimate, not a measurement; perf's measured "
+            "figure, where it ran, is a figure of its own.")
+
+
 def _what(series: tuple[config.Selector, ...]) -> str:
     return ", ".join(" ".join(sel.words()) for sel in series)
 
@@ -122,6 +130,8 @@ def figure_entries(sweep: config.Sweep, fig_dir: Path) -> list[dict[str, str]]:
     declared = [(name, f.title, count_caption(f, ratio)) for f in sweep.figures
                 for name, ratio in ((f.name, False), (f"{f.name}_ratio", True)) if not ratio or f.baseline is not None]
     declared += [(f.name, f.title, perf_caption(f)) for f in (sweep.perf.figures if sweep.perf else ())]
+    declared += [(estimate_name(f, b), f"{f.title} (model estimate: {b})", estimate_caption(f, b))
+                 for f in (sweep.perf.figures if sweep.perf else ()) for b in BACKENDS]
     out = []
     for name, title, caption in declared:
         png = fig_dir / f"{name}.png"

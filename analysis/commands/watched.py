@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from analysis.backends import gem5, qemu
+from analysis.backends import gem5, qemu, simeng
 from analysis.core import backend_path, config, mpi, toolchain
 
 REPO = config.REPO
@@ -46,13 +46,14 @@ RECORD = ".uptodate.json"
 # The workflow's own files: what Snakemake reads (Snakefile, rules), the Python it and its jobs
 # run, the sources its rules build, the configs and schemas, gem5's script and the script that
 # says where gem5 is built.
-TREES = ("Snakefile", "rules", "analysis", "kernels", "armie_clients", "configs", "gem5_scripts", "setup/gem5.sh")
+TREES = ("Snakefile", "rules", "analysis", "kernels", "armie_clients", "configs", "gem5_scripts", "setup/gem5.sh",
+         "setup/simeng.sh")
 # What the workflow and Snakemake read from the environment: gem5 (GEM5), the user's backends
 # (HARNESS_BACKENDS_PATH, analysis.core.backend_path), the cache where gem5
 # and Open MPI 5 are built (HARNESS_CACHE, XDG_CACHE_HOME, HOME; HOME also for `~` in paths),
 # where tools and modules are found (PATH, PYTHONPATH, PYTHONHOME), the tools' language (their
 # version lines are stamps), and Snakemake's own settings (every SNAKEMAKE* variable).
-ENV = ("GEM5", backend_path.PATH_ENV, "HARNESS_CACHE", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "HOME", "PATH", "PYTHONPATH", "PYTHONHOME",
+ENV = ("GEM5", "SIMENG", backend_path.PATH_ENV, "HARNESS_CACHE", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "HOME", "PATH", "PYTHONPATH", "PYTHONHOME",
        "LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES")
 ENV_PREFIX = "SNAKEMAKE"
 # Debian's record of every installed package: it changes with any apt install, upgrade or removal.
@@ -98,6 +99,10 @@ def watch(sweep_file: str, sweep: config.Sweep) -> dict[str, list[str]]:
         given = [os.environ.get("GEM5") or "", sweep.gem5.binary or ""]
         probes.update(str(Path(g).expanduser()) for g in given if g and g != gem5.OFF)
         probes.add(str(gem5.cached_gem5_place()))
+    if sweep.simeng is not None:  # the same for SimEng, and the stamp a rebuild rewrites
+        given = [os.environ.get("SIMENG") or "", sweep.simeng.binary or ""]
+        probes.update(str(Path(g).expanduser()) for g in given if g and g != simeng.OFF)
+        probes.update(str(p) for p in simeng.cached_places())
     return {"files": outside, "header_dirs": header_dirs, "tools": sorted(tools), "probes": sorted(probes)}
 
 

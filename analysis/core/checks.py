@@ -124,7 +124,7 @@ class PairCheck(Check):
         """The verdict on the ratios with its reason: each line's cost per vector of data and its
         hottest opcodes at the lowest and highest VL (and gem5's IPC and misses for cycles)."""
         lo, hi = min(ratio.index), max(ratio.index)
-        unit = "cycles" if self.metric.startswith("gem5.cycles") else "insns"
+        unit = "cycles" if ".cycles" in self.metric else "insns"  # gem5.cycles, simeng.cycles
         reason = (
             f"{num.variant}: {num.per_vector(lo):.3g} {unit} per vector of data at VL {lo}, "
             f"{num.per_vector(hi):.3g} at VL {hi}; {den.variant}: {den.per_vector(lo):.3g} / "

@@ -177,6 +177,7 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None, machi
         vls_vector_lengths=vls_builds, sizes={k: tuple(v) for k, v in sizes.items()},
         linearity_check=raw["linearity_check"], selections=selections, figures=[], checks=[],
         time_limits=TimeLimits(**raw["time_limit"]), gem5=gem5, perf=perf,
+        simeng=model.simeng_section(raw["simeng"], compilers) if raw.get("simeng") is not None else None,
         regression=regression_section(raw["regression"]) if "regression" in raw else None,
         sections={name: raw[name] for name in backend_sections() if raw.get(name) is not None},
     )
@@ -185,6 +186,8 @@ def load(config_path: str | Path, overrides: dict[str, Any] | None = None, machi
     if gem5:
         for c in gem5.compilers:
             validate.compiler(sweep, c, "gem5/compilers")
+    for c in sweep.simeng.compilers if sweep.simeng else ():
+        validate.compiler(sweep, c, "simeng/compilers")
     # Count figures and checks read a counting backend's rows: a perf-only sweep has neither.
     if backends:
         firsts = _firsts(sweep)

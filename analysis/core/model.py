@@ -147,6 +147,22 @@ class Gem5Section:
 
 
 @dataclass(frozen=True)
+class SimengSection:
+    """SimEng's cycle sweep (sweep parameter simeng); the Sweep has none when the file has none."""
+    binary: str | None  # the simeng executable, when not from SIMENG or the built cache
+    config: str  # a configuration of SimEng's configs/ by name, or a yaml's path
+    vector_lengths: tuple[int, ...]
+    compilers: tuple[str, ...]
+    sizes: dict[str, tuple[int, ...]]  # per family, where it runs other sizes than the sweep's
+    time_factor: float  # a run's time limit is the sweep's times this
+
+
+def simeng_section(s: dict[str, Any], compilers: list[str]) -> SimengSection:
+    return SimengSection(s["binary"], s["config"], tuple(s["vector_lengths"]), tuple(s.get("compilers", compilers)),
+                         {family: tuple(v) for family, v in s["sizes"].items()}, float(s["time_factor"]))
+
+
+@dataclass(frozen=True)
 class PerfSection:
     """Native runs under perf (sweep parameter perf)."""
     perf: str
@@ -271,6 +287,7 @@ class Sweep:
     checks: list[Check]
     time_limits: TimeLimits
     gem5: Gem5Section | None = None
+    simeng: SimengSection | None = None
     perf: PerfSection | None = None
     regression: RegressionSection | None = None
     # Each backend's section as the sweep file states it (its schema's defaults written in), by

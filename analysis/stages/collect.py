@@ -40,6 +40,8 @@ def provenance_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "seconds": run["seconds"],
             # Whose data the row is, from where its job ran (the verdict tables name it).
             "evidence": REGISTRY[meta["backend"]].evidence(meta),
+            # A cell its backend could not run (SimEng's: an instruction it lacks) is kept, with why.
+            "not_run": run.get("not_run", ""),
         })
     return rows
 

@@ -33,6 +33,9 @@ SIZE_YLABEL = {"time": "time per call (us), mean and std over processes", "bandw
                "instructions": "instructions per call (perf, user mode), mean over processes"}
 # What a perf figure draws from runs in the emulated AArch64 guest, whose times are virtual.
 GUEST_METRIC = "instructions"
+# A perf figure drawn from a model's estimate (Backend.estimates): one simulated call, no spread.
+MODEL_YLABEL = {"time": "estimated time per call (us): ROI cycles / clock", "bandwidth":
+                "estimated bandwidth (GB/s), (read + write) / estimated time"}
 
 
 def _pyplot() -> Any:
@@ -233,10 +236,12 @@ def size_lines(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigu
     return sorted(out, key=lambda line: line[1])  # SVE lines first, host baselines after
 
 
-def size_figure(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, cpu: str, guest: str | None = None) -> Any:
+def size_figure(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, cpu: str, guest: str | None = None,
+                model: str | None = None) -> Any:
     """A perf figure (time per call or bandwidth against message size, one panel per VL). `guest`:
     the SVE runs were made in the emulated AArch64 guest, whose times are virtual: the figure then
-    draws instructions per call instead, and says so in its title (`guest` is that label)."""
+    draws instructions per call instead, and says so in its title (`guest` is that label). `model`:
+    the rows are a model's estimate (its label), never a measurement: its title and axis say so."""
     metric = GUEST_METRIC if guest else None
     vls = sorted(v for v in df["vl"].unique() if v > 0)
     if fig.vl is not None:
@@ -258,22 +263,23 @@ def size_figure(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFig
             ax.set_yscale("log")
         ax.set_title(f"VL {vl} bits" if vl else f"host ISA ({cpu})", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel(SIZE_YLABEL[GUEST_METRIC if guest else fig.kind])
+    axes[0][0].set_ylabel(MODEL_YLABEL[fig.kind] if model else SIZE_YLABEL[GUEST_METRIC if guest else fig.kind])
     handles, labels = axes[0][0].get_legend_handles_labels()
     for ax in axes[0][1:]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    f.suptitle(_title(fig.title + (f" ({guest})" if guest else "")), fontsize=10)
+    f.suptitle(_title(fig.title + (f" ({guest})" if guest else "") +
+                      (f" - MODEL ESTIMATE, not measured: {model}" if model else "")), fontsize=10)
     f.legend(handles, labels, fontsize=7, loc="outside lower center", ncol=1, frameon=False)
     return f
 
 
 def plot_by_size(df: pd.DataFrame, table: config.KernelTable, fig: config.PerfFigure, out: Path, cpu: str,
-                 guest: str | None = None) -> None:
+                 guest: str | None = None, model: str | None = None) -> None:
     plt = _pyplot()
-    f = size_figure(df, table, fig, cpu, guest)
+    f = size_figure(df, table, fig, cpu, guest, model)
     out.parent.mkdir(parents=True, exist_ok=True)
     f.savefig(out, dpi=120)
     plt.close(f)

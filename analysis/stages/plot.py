@@ -20,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from analysis.backends.registry import REGISTRY
 from analysis.core import config, mpi, table
 from analysis.stages import explain
@@ -54,6 +56,25 @@ def main_stats(ns: argparse.Namespace) -> int:
     return 0
 
 
+def estimate_name(fig: config.PerfFigure, backend: str) -> str:
+    """The file stem of a perf figure drawn from a backend's estimate: apart from perf's own."""
+    return f"{fig.name}_{backend}_estimate"
+
+
+def draw_estimates(counts: pd.DataFrame, prov: pd.DataFrame, sweep: config.Sweep) -> None:
+    """Each perf figure of the sweep again from each backend's estimate of perf's times (SimEng's
+    A64FX core: Fig. 11, 12 without the hardware), labelled as the model's, in files of their own."""
+    if sweep.perf is None:
+        return
+    for name, backend in REGISTRY.items():
+        est = backend.estimates(counts, prov, sweep.table)
+        if est is None:
+            continue
+        for fig in sweep.perf.figures:
+            plot_by_size(pd.DataFrame(est.rows), sweep.table, fig,
+                         sweep.results_dir / "figures" / f"{estimate_name(fig, name)}.png", "-", model=est.label)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     config.add_sweep_args(p)
@@ -73,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         counts = by_category(table.read_counts(ns.counts))
         prov = table.read_provenance(ns.provenance)
         draw_counts(counts, prov, sweep, sweep.results_dir / "figures", ns.counts)
+        draw_estimates(counts, prov, sweep)
         ran = set(counts["backend"])
         claims = [claim(c, counts, prov, sweep, ran) for c in sweep.checks]
         explain.write_cells(sweep, counts, prov, discussed_cells(sweep), ns.summary.parent / "explain")
