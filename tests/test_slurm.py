@@ -187,6 +187,36 @@ def test_down_partition_message() -> None:
         "fix the node (scontrol update nodename=NODE state=resume) and rerun the same command")
 
 
+def test_stop_with_nothing_to_stop_needs_no_sudo() -> None:
+    """A user without sudo whose Slurm is not running (a test suite's teardown, a second
+    `./harness sweep --slurm` shell) is told so; `stop` asked for root first and failed
+    (ci/fresh-machine --as user). Run as nobody where the suite runs as root."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp, subprocess.Popen(["sleep", "60"]) as stranger:
+        try:
+            os.chmod(tmp, 0o755)
+            script = Path(tmp) / "slurm.sh"  # a clone may sit where only root can enter (CI's)
+            shutil.copy2(REPO / "setup" / "slurm.sh", script)
+            run = Path(tmp) / "cache" / "slurm" / "run"
+            run.mkdir(parents=True)
+            for daemon in ("munged", "slurmctld", "slurmd"):  # dead daemons' files; a pid taken by another
+                (run / f"{daemon}.pid").write_text(f"{stranger.pid}\n")
+            fake = Path(tmp) / "bin"
+            fake.mkdir()
+            (fake / "sudo").write_text("#!/bin/sh\nexit 1\n")  # no password-less sudo
+            (fake / "sudo").chmod(0o755)
+            cmd = ["bash", str(script), "stop"]
+            if os.geteuid() == 0:
+                if not shutil.which("setpriv"):
+                    pytest.skip("root without setpriv: cannot drop to nobody")
+                cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+            env = {"PATH": f"{fake}:/usr/bin:/bin", "HOME": tmp, "HARNESS_CACHE": str(Path(tmp) / "cache")}
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, timeout=60)
+            assert (proc.returncode, proc.stderr) == (0, "setup/slurm.sh: Slurm was not running\n")
+            assert stranger.poll() is None
+        finally:
+            stranger.kill()
+
+
 def test_stop_leaves_alone_a_process_that_took_a_dead_daemons_pid(tmp_path: Path) -> None:
     """The daemons die with the session that started them and leave their pid files; the pid
     wraps within minutes. `stop` killed whatever process had taken a dead daemon's number (and
