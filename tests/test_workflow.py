@@ -9,7 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.core import table
+from analysis.core import config, table
+from analysis.core.model import Binary, Job
+from analysis.core.run import Run
+from analysis.stages import count
 from conftest import REPO, kernels_tree_lock, snakemake
 
 TINY = REPO / "configs" / "tiny.yaml"
@@ -170,3 +173,37 @@ def test_every_build_job_runs_before_the_count_jobs(tmp_path: Path) -> None:
     started = re.findall(r"^(?:local)?rule (\w+):", proc.stderr, re.M)
     counts = [i for i, r in enumerate(started) if r == "count_qemu"]
     assert len(counts) == 2 and counts[0] == len(started) - 2, started
+
+
+def _jobs(builds: dict[str, list[str]], runs: int = 3) -> list[Job]:
+    """Count jobs of rows named in `builds` (kernel-variant -> its builds), `runs` runs each."""
+    return [Job(Binary("gcc", b, "qemu", *name.split("-")), "max", tuple(Run(128, s, "-", "uint8", ()) for s in range(runs)))
+            for name, bs in builds.items() for b in bs]
+
+
+def test_a_rows_vls_jobs_merge_where_they_are_short() -> None:
+    """A local sweep runs a row's VLS jobs as one job (rules/count.smk) where each is a few runs:
+    the default sweep's 170 VLS jobs of 3 runs become 34. Not where a row lacks some of them
+    (the merged rule's outputs are one list), where one build is all there is, or where the
+    merged job would hold more than a default VLA job's 48 runs (the full matrix's)."""
+    vls = [f"vls{n}" for n in (128, 256, 512, 1024, 2048)]
+    default = config.load(REPO / "configs" / "default.yaml").count_jobs("qemu")
+    assert count.merged_builds(default) == tuple(vls)
+    assert count.merged_builds(config.load(REPO / "configs" / "full.yaml").count_jobs("qemu")) == ()
+    assert count.merged_builds(_jobs({"copy-acle": ["vla", *vls], "copy-c": ["nosve"]})) == tuple(vls)
+    assert count.merged_builds(_jobs({"copy-acle": ["vla", *vls], "copy-c": ["vla", *vls[:2]]})) == ()
+    assert count.merged_builds(_jobs({"copy-acle": ["vla", "vls512"]})) == ()
+    assert count.merged_builds(_jobs({"copy-acle": vls[:4]}, runs=12)) == tuple(vls[:4])
+    assert count.merged_builds(_jobs({"copy-acle": vls[:4]}, runs=13)) == ()
+
+
+@pytest.mark.slow
+def test_the_default_sweep_plans_a_count_job_per_rows_vls_builds(tmp_path: Path) -> None:
+    """The default sweep's count jobs, as Snakemake plans them: a VLA job and a merged VLS job per
+    row and compiler (34 each; 204 jobs before), each merged job writing its five raw files where
+    they were (results/raw/qemu/<compiler>/<build>/max/<row>.json)."""
+    proc = snakemake(REPO / "configs" / "default.yaml", tmp_path / "build", tmp_path / "results",
+                     targets=["raw_all"], extra=["--dry-run"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = dict(re.findall(r"^(count_qemu\w*)\s+(\d+)$", proc.stdout + proc.stderr, re.M))
+    assert jobs == {"count_qemu": "34", "count_qemu_vls": "34"}, jobs
