@@ -21,23 +21,23 @@ for _backend in R.REGISTRY.values():
         if _backend.GROUPED and not SLURM_COUNT_JOBS else ()
 
     if _merged:
-        _each = {b: f"{_backend.NAME}/{{compiler}}/{b}/{{cpu}}/{{kernel}}-{{variant}}" for b in _merged}
+        _each = [f"{_backend.NAME}/{{compiler}}/{b}/{{cpu}}/{{kernel}}-{{variant}}" for b in _merged]
 
         rule:
             name:
                 f"{_name}_vls"
             input:
-                **{f"binary_{b}": f"{BUILD}/{{compiler}}/{b}/bin/{_backend.NAME}/{{kernel}}-{{variant}}" for b in _merged},
-                **{f"plan_{b}": f"{RESULTS}/plans/{w}.json" for b, w in _each.items()},
+                binaries=[f"{BUILD}/{{compiler}}/{b}/bin/{_backend.NAME}/{{kernel}}-{{variant}}" for b in _merged],
+                plans=[f"{RESULTS}/plans/{w}.json" for w in _each],
                 tools=_backend.inputs(SWEEP.build_dir),
             output:
-                **{b: f"{RESULTS}/raw/{w}.json" for b, w in _each.items()},
+                [f"{RESULTS}/raw/{w}.json" for w in _each],
             log:
                 f"{RESULTS}/logs/{_backend.STAGE}/{_backend.NAME}/{{compiler}}/vls/{{cpu}}/{{kernel}}-{{variant}}.log",
             threads: job_threads(_backend)
+            # The command's text names no loop variable: Snakemake formats it when the job runs.
             shell:
-                logged("{PY} -m analysis.stages.count "
-                       + " ".join(f"--plan {{input.plan_{b}:q}} --out {{output.{b}:q}}" for b in _merged))
+                logged("{PY} -m analysis.stages.count --plan {input.plans:q} --out {output:q}")
 
     rule:
         name:

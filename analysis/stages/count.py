@@ -5,7 +5,7 @@ its runs, binary, CPU model, time limits, guest environment, the meta its raw fi
 the tool versions the workflow's preflight found, what its backend needs) under
 <results>/plans/. The job's rule hands it its plan:
 
-    python -m analysis.stages.count --plan PLAN --out RAW [--plan PLAN --out RAW ...]
+    python -m analysis.stages.count --plan PLAN [PLAN ...] --out RAW [RAW ...]
 
 and the job runs it through its backend (analysis.backends.registry), without reading the
 sweep again or importing what reads it. It writes one JSON file of raw per-run records, or
@@ -138,12 +138,12 @@ def run(plan: Plan, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--plan", required=True, type=Path, action="append",
-                   help="a job's plan (written by the workflow); again for each job run after it")
-    p.add_argument("--out", required=True, type=Path, action="append", help="the raw JSON file of each --plan")
+    p.add_argument("--plan", required=True, type=Path, nargs="+",
+                   help="a job's plan (written by the workflow); several: run one after the other")
+    p.add_argument("--out", required=True, type=Path, nargs="+", help="the raw JSON file of each plan, in order")
     ns = p.parse_args(argv)
     if len(ns.plan) != len(ns.out):
-        p.error(f"{len(ns.plan)} --plan and {len(ns.out)} --out: give one --out after each --plan")
+        p.error(f"{len(ns.plan)} plans and {len(ns.out)} raw files: give one --out file per --plan file")
     exit_on_signals()
     clean_stale_stages()
     backend = ""
