@@ -1,6 +1,7 @@
 """The whole workflow on the tiny configuration (two kernels, two VLs), and the table writer."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from analysis.core import config, table
 from analysis.core.model import Binary, Job
@@ -207,3 +209,23 @@ def test_the_default_sweep_plans_a_count_job_per_rows_vls_builds(tmp_path: Path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = dict(re.findall(r"^(count_qemu\w*)\s+(\d+)$", proc.stdout + proc.stderr, re.M))
     assert jobs == {"count_qemu": "34", "count_qemu_vls": "34"}, jobs
+
+
+@pytest.mark.slow
+def test_a_merged_vls_job_writes_each_builds_raw_file(tmp_path: Path) -> None:
+    """The merged job runs each VLS build's plan into that build's raw file, and its one log sits
+    beside the builds' folders (a sweep of tiny's copy row at two VLS builds)."""
+    sweep = yaml.safe_load(TINY.read_text())
+    sweep.update(vls_vector_lengths=[256, 512], kernels=[{"kernel": "copy", "variants": ["c_vec"]}],
+                 figures=[], checks=[])
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    results = tmp_path / "results"
+    raw = {b: results / "raw" / "qemu" / "gcc" / f"vls{b}" / "max" / "copy-c_vec.json" for b in (256, 512)}
+    proc = snakemake(path, tmp_path / "build", results, targets=[str(p) for p in raw.values()])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.findall(r"^(?:local)?rule (count_\w+):", proc.stderr, re.M) == ["count_qemu_vls"], proc.stderr[-3000:]
+    for bits, p in raw.items():
+        runs = json.loads(p.read_text())["runs"]
+        assert {r["vl_seen"] for r in runs} == {bits}, p
+    assert (results / "logs" / "count" / "qemu" / "gcc" / "vls" / "max" / "copy-c_vec.log").is_file()
