@@ -105,7 +105,7 @@ def merged_builds(jobs: Iterable[config.Job]) -> tuple[str, ...]:
     less than its own Python process and Snakemake's share of a job. None (every binary its own
     job) unless every row that runs one of them runs all of them (the merged rule's outputs are
     a fixed list), they are two or more, and one row's jobs of them hold at most MERGED_RUNS
-    runs (the full matrix's VLS jobs hold hundreds: each is long enough alone)."""
+    runs (the full matrix's VLS jobs hold 128 each: each is long enough alone)."""
     builds: dict[tuple[str, str, str, str], list[str]] = {}
     runs: dict[tuple[str, str, str, str], int] = {}
     for j in jobs:
