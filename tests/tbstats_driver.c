@@ -174,40 +174,40 @@ static void exec(struct qemu_plugin_tb *tb)
     }
 }
 
+/* A run's ROI: the blocks around and in the kernel, translated (again, from the second run on:
+ * a new VL), then executed: begin, the kernel's block `reps` times, end. */
+static void roi_run(int reps)
+{
+    static const uint32_t begin[] = {TBS_ROI_BEGIN, NOP};
+    static const uint32_t kernel[] = {NOP, NOP, NOP, NOP};
+    static const uint32_t end[] = {TBS_ROI_END, NOP};
+    struct qemu_plugin_tb *b = translate(0x2000, 2, begin);
+    struct qemu_plugin_tb *c = translate(0x3000, 4, kernel);
+    struct qemu_plugin_tb *d = translate(0x4000, 2, end);
+
+    exec(b);
+    for (int k = 0; k < reps; k++) {
+        exec(c);
+    }
+    exec(d);
+}
+
 int main(void)
 {
     static const uint32_t mark[] = {TBS_RUN_MARK, NOP, NOP};
-    static const uint32_t begin[] = {TBS_ROI_BEGIN, NOP};
-    static const uint32_t kernel[] = {NOP, NOP, NOP, NOP};
     static const uint32_t other[] = {YIELD, YIELD, YIELD, YIELD};
-    static const uint32_t end[] = {TBS_ROI_END, NOP};
     static const uint32_t once[] = {NOP, NOP};
-    struct qemu_plugin_tb *a, *b, *c, *d, *e;
+    struct qemu_plugin_tb *a;
 
     if (tbs_start(1, false, false, report) != 0) {
         return 1;
     }
     a = translate(0x1000, 3, mark);
     exec(a); /* run 0 begins */
-    b = translate(0x2000, 2, begin);
-    c = translate(0x3000, 4, kernel);
-    d = translate(0x4000, 2, end);
-    e = translate(0x5000, 2, once);
-    exec(b);
-    for (int k = 0; k < 3; k++) {
-        exec(c);
-    }
-    exec(d);
-    exec(e);
+    roi_run(3);
+    exec(translate(0x5000, 2, once));
     exec(a); /* run 0 ends (whole 3 + 2 + 12 + 2 + 2, ROI 1 + 12), run 1 begins at a new VL */
-    b = translate(0x2000, 2, begin);
-    c = translate(0x3000, 4, kernel);
-    d = translate(0x4000, 2, end);
-    exec(b);
-    for (int k = 0; k < 5; k++) {
-        exec(c);
-    }
-    exec(d);
+    roi_run(5);
     /* other code at an address seen before (a library loaded where another was) */
     exec(translate(0x3000, 4, other));
     exec(a); /* run 1 ends: whole 3 + 2 + 20 + 2 + 4, ROI 1 + 20 */
