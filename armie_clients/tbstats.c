@@ -41,7 +41,15 @@ typedef struct tbs_mark {
 
 static tbs_rec **recs;
 static size_t n_recs, cap_recs;
+static size_t n_insns; /* the sum of recs[i]->n */
 static bool want_mem, want_syms;
+
+/* The records by address (open addressing, linear probing, at most half full): QEMU
+ * translates the same code again for every vector length (the VL is in its TB flags) and a
+ * batch changes the VL at every run, so without sharing a batch of 16 VLs held 16 records of
+ * each TB, and every run mark, marker and report walked all of them. */
+static tbs_rec **by_addr;
+static size_t cap_addr;
 
 /* The clients loaded in this process: they share this core (one TB counter
  * and one translation callback for all of them) when QEMU loads them from
@@ -333,35 +341,116 @@ bool tbs_roi_balanced(void)
 
 /* ---- translation ------------------------------------------------------ */
 
-static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+/* Where the search for a record at `vaddr` starts (Fibonacci hashing of the address). */
+static size_t addr_slot(uint64_t vaddr)
 {
-    size_t n = qemu_plugin_tb_n_insns(tb);
-    tbs_rec *r = tbs_xcalloc(1, sizeof(*r));
-    (void)id;
+    return (size_t)(((vaddr >> 2) * 0x9e3779b97f4a7c15ull) >> 24) & (cap_addr - 1);
+}
 
-    r->vaddr = qemu_plugin_tb_vaddr(tb);
-    r->n = (uint32_t)n;
-    r->enc = tbs_xcalloc(n, sizeof(*r->enc));
+static void addr_insert(tbs_rec *r)
+{
+    size_t h = addr_slot(r->vaddr);
+
+    while (by_addr[h]) {
+        h = (h + 1) & (cap_addr - 1);
+    }
+    by_addr[h] = r;
+}
+
+/* Room for one more record with the table at most half full: double it, place them again. */
+static void addr_reserve(void)
+{
+    if (2 * (n_recs + 1) <= cap_addr) {
+        return;
+    }
+    free(by_addr);
+    cap_addr = cap_addr ? 2 * cap_addr : 16384;
+    by_addr = tbs_xcalloc(cap_addr, sizeof(*by_addr));
+    for (size_t i = 0; i < n_recs; i++) {
+        addr_insert(recs[i]);
+    }
+}
+
+/* The record of the same n instructions `enc` at `vaddr`, or NULL. A new translation of them
+ * counts into it: every figure a client reports is a sum over instructions (by class,
+ * symbol, encoding), so one record for both translations changes none. */
+static tbs_rec *find_rec(uint64_t vaddr, uint32_t n, const uint32_t *enc)
+{
+    if (!cap_addr) {
+        return NULL;
+    }
+    for (size_t h = addr_slot(vaddr); by_addr[h]; h = (h + 1) & (cap_addr - 1)) {
+        tbs_rec *r = by_addr[h];
+        if (r->vaddr == vaddr && r->n == n && memcmp(r->enc, enc, n * sizeof(*enc)) == 0) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* A record for the TB `tb` of n instructions `enc` (taken over) at `vaddr`. */
+static tbs_rec *new_rec(struct qemu_plugin_tb *tb, uint64_t vaddr, uint32_t n, uint32_t *enc)
+{
+    tbs_rec *r = tbs_xcalloc(1, sizeof(*r));
+
+    r->vaddr = vaddr;
+    r->n = n;
+    r->enc = enc;
     r->sym = tbs_xcalloc(n, sizeof(*r->sym));
     if (want_mem) {
         r->mem = tbs_xcalloc(2 * n, sizeof(uint64_t));
         r->mem_roi = tbs_xcalloc(n, sizeof(uint64_t));
     }
+    /* QEMU looks the symbol up per call: only for the client that reports functions */
+    for (uint32_t i = 0; want_syms && i < n; i++) {
+        r->sym[i] = qemu_plugin_insn_symbol(qemu_plugin_tb_get_insn(tb, i));
+    }
+    if (n_recs == cap_recs) {
+        size_t cap = cap_recs ? 2 * cap_recs : 16384;
+        tbs_rec **nr = realloc(recs, cap * sizeof(*recs));
+        if (!nr) {
+            fprintf(stderr, "%s: out of memory\n", client_name);
+            abort();
+        }
+        recs = nr;
+        cap_recs = cap;
+    }
+    addr_reserve();
+    recs[n_recs++] = r;
+    addr_insert(r);
+    n_insns += n;
+    /* a TB first translated inside an ROI starts at execs = 0, which is
+     * also its roi_start (calloc) */
+    return r;
+}
 
-    for (size_t i = 0; i < n; i++) {
+static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    uint32_t n = (uint32_t)qemu_plugin_tb_n_insns(tb);
+    uint64_t vaddr = qemu_plugin_tb_vaddr(tb);
+    uint32_t *enc = tbs_xcalloc(n, sizeof(*enc));
+    tbs_rec *r;
+    (void)id;
+
+    for (uint32_t i = 0; i < n; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         const uint8_t *b = qemu_plugin_insn_data(insn);
-        uint32_t w = 0;
 
         if (qemu_plugin_insn_size(insn) >= 4) {
-            w = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                (uint32_t)b[3] << 24;
+            enc[i] = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                     (uint32_t)b[3] << 24;
         }
-        r->enc[i] = w;
-        /* QEMU looks the symbol up per call: only for the client that
-         * reports functions */
-        r->sym[i] = want_syms ? qemu_plugin_insn_symbol(insn) : NULL;
+    }
+    r = find_rec(vaddr, n, enc);
+    if (r) {
+        free(enc);
+    } else {
+        r = new_rec(tb, vaddr, n, enc);
+    }
 
+    for (uint32_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        uint32_t w = r->enc[i];
         qemu_plugin_vcpu_udata_cb_t cb = w == TBS_ROI_BEGIN ? roi_begin_cb
                                          : w == TBS_ROI_END ? roi_end_cb
                                          : w == TBS_RUN_MARK ? run_mark_cb
@@ -371,7 +460,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         if (cb) {
             tbs_mark *m = tbs_xcalloc(1, sizeof(*m));
             m->rec = r;
-            m->idx = (uint32_t)i;
+            m->idx = i;
             qemu_plugin_register_vcpu_insn_exec_cb(insn, cb,
                                                    QEMU_PLUGIN_CB_NO_REGS, m);
         }
@@ -387,20 +476,6 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
     qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64,
                                              &r->execs, 1);
-
-    if (n_recs == cap_recs) {
-        size_t cap = cap_recs ? 2 * cap_recs : 16384;
-        tbs_rec **nr = realloc(recs, cap * sizeof(*recs));
-        if (!nr) {
-            fprintf(stderr, "%s: out of memory\n", client_name);
-            abort();
-        }
-        recs = nr;
-        cap_recs = cap;
-    }
-    recs[n_recs++] = r;
-    /* a TB first translated inside an ROI starts at execs = 0, which is
-     * also its roi_start (calloc) */
 }
 
 static void report_all(void)
@@ -479,11 +554,24 @@ static const tbs_client *client_named(const char *name)
     abort(); /* only clients that called tbs_start() write files */
 }
 
+/* Whether the run being counted executed any of r's instructions. Each of an instruction's
+ * counts is its record's execs (or the share of it a marker took) plus the adjustments, and
+ * none is non-zero unless the TB was entered since the run began (execs) or a marker in it
+ * adjusted them (adj, wadj: the run mark's TB runs on from the reset without an entry). */
+static bool rec_ran(const tbs_rec *r)
+{
+    return r->execs || r->adj || r->wadj;
+}
+
 void tbs_foreach(tbs_insn_fn fn, void *userdata)
 {
     for (size_t i = 0; i < n_recs; i++) {
         tbs_rec *r = recs[i];
         int64_t adj = 0, wadj = 0;
+
+        if (!rec_ran(r)) {
+            continue;
+        }
 
         for (uint32_t k = 0; k < r->n; k++) {
             tbs_insn in;
@@ -507,12 +595,7 @@ void tbs_foreach(tbs_insn_fn fn, void *userdata)
 
 size_t tbs_n_insns(void)
 {
-    size_t n = 0;
-
-    for (size_t i = 0; i < n_recs; i++) {
-        n += recs[i]->n;
-    }
-    return n;
+    return n_insns;
 }
 
 size_t tbs_group(void *base, size_t n, size_t size,

@@ -312,6 +312,16 @@ def decode_driver_cmd(out: Path) -> list[str]:
     return ["gcc", *flags, f"-I{src}", "-o", str(out), str(REPO / "tests" / "decode_driver.c"), str(src / "decode.c")]
 
 
+def tbstats_driver_cmd(out: Path, plugin_dir: Path) -> list[str]:
+    """tests/tbstats_driver.c, a stand-in for QEMU and a client, linked with the counting core
+    lib<PLUGIN_CORE>.so of `plugin_dir` (built there by build.plugin_cmd); -rdynamic: the core
+    finds the plugin API's functions in the driver, as it finds them in qemu-aarch64."""
+    flags = [f for f in build.PLUGIN_FLAGS if f.startswith(("-std=", "-O", "-W"))]
+    return ["gcc", *flags, f"-I{REPO / 'armie_clients'}", "-rdynamic", "-o", str(out),
+            str(REPO / "tests" / "tbstats_driver.c"), f"-L{plugin_dir}", f"-l{build.PLUGIN_CORE}",
+            f"-Wl,-rpath,{plugin_dir}"]
+
+
 def run_cell(binary: Path, plugin_dir: Path, vl: int, size: int, params: tuple = (), cpu: str = "max",
              op: str = "-", dtype: str = "uint8") -> dict:
     return qemu.run_once(binary, cpu, config.Run(vl, size, op, dtype, params), plugin_dir)

@@ -12,6 +12,7 @@ test programs, and checks:
      missing and unbalanced markers, sequential ROIs;
   3. plugin arguments (unknown key, missing out=/vl=) and JSON validity;
   4. memory client bytes for scalar and SVE copies, qemu_observed;
+  5. the counting core's records through a stand-in for QEMU (tests/tbstats_driver.c);
   (the overhead of the plugins is measured by ./harness bench, not here).
 Needs: gcc, aarch64-linux-gnu-gcc/-as/-objdump, qemu-aarch64 7.2, pytest.
 """
@@ -28,7 +29,7 @@ import pytest
 from disasm import branch_target, disasm_functions, expected_class, is_branch, objdump_words
 
 from analysis.stages.build import PLUGIN_CORE, plugin_cmd
-from conftest import decode_driver_cmd
+from conftest import decode_driver_cmd, tbstats_driver_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "armie_clients"
@@ -879,6 +880,24 @@ def test_prep_markers_leave_the_whole_count(plugin_build, prog, tmp_path):
     # the second run executed n/8 fill iterations (at least 3 instructions each) more
     assert runs[1]["inscount"] == runs[0]["inscount"]
     assert runs[1]["opcodes"] == runs[0]["opcodes"]
+
+
+@pytest.mark.slow
+def test_retranslations_share_their_record(plugin_build, tmp_path):
+    """QEMU translates the same code again for every VL, and a batch changes the VL at every
+    run: the core keeps one record for the same words at the same address (other words there
+    get their own), and a report visits only what the run executed. The counts are those of
+    the script (tests/tbstats_driver.c); before, the second run held and visited 25
+    instructions, the first run's translations too."""
+    exe = tmp_path / "tbstats_driver"
+    r = run(tbstats_driver_cmd(exe, plugin_build))
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    r = run([str(exe)])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "run 0: insns 13 visited 13 whole 21 roi 13",
+        "run 1: insns 17 visited 15 whole 31 roi 21",
+    ]
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """The whole workflow on the tiny configuration (two kernels, two VLs), and the table writer."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -8,8 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
-from analysis.core import table
+from analysis.core import config, table
+from analysis.core.model import Binary, Job
+from analysis.core.run import Run
+from analysis.stages import count
 from conftest import REPO, kernels_tree_lock, snakemake
 
 TINY = REPO / "configs" / "tiny.yaml"
@@ -170,3 +175,57 @@ def test_every_build_job_runs_before_the_count_jobs(tmp_path: Path) -> None:
     started = re.findall(r"^(?:local)?rule (\w+):", proc.stderr, re.M)
     counts = [i for i, r in enumerate(started) if r == "count_qemu"]
     assert len(counts) == 2 and counts[0] == len(started) - 2, started
+
+
+def _jobs(builds: dict[str, list[str]], runs: int = 3) -> list[Job]:
+    """Count jobs of rows named in `builds` (kernel-variant -> its builds), `runs` runs each."""
+    return [Job(Binary("gcc", b, "qemu", *name.split("-")), "max", tuple(Run(128, s, "-", "uint8", ()) for s in range(runs)))
+            for name, bs in builds.items() for b in bs]
+
+
+def test_a_rows_vls_jobs_merge_where_they_are_short() -> None:
+    """A local sweep runs a row's VLS jobs as one job (rules/count.smk) where each is a few runs:
+    the default sweep's 170 VLS jobs of 3 runs become 34. Not where a row lacks some of them
+    (the merged rule's outputs are one list), where one build is all there is, or where the
+    merged job would hold more than a default VLA job's 48 runs (the full matrix's)."""
+    vls = [f"vls{n}" for n in (128, 256, 512, 1024, 2048)]
+    default = config.load(REPO / "configs" / "default.yaml").count_jobs("qemu")
+    assert count.merged_builds(default) == tuple(vls)
+    assert count.merged_builds(config.load(REPO / "configs" / "full.yaml").count_jobs("qemu")) == ()
+    assert count.merged_builds(_jobs({"copy-acle": ["vla", *vls], "copy-c": ["nosve"]})) == tuple(vls)
+    assert count.merged_builds(_jobs({"copy-acle": ["vla", *vls], "copy-c": ["vla", *vls[:2]]})) == ()
+    assert count.merged_builds(_jobs({"copy-acle": ["vla", "vls512"]})) == ()
+    assert count.merged_builds(_jobs({"copy-acle": vls[:4]}, runs=12)) == tuple(vls[:4])
+    assert count.merged_builds(_jobs({"copy-acle": vls[:4]}, runs=13)) == ()
+
+
+@pytest.mark.slow
+def test_the_default_sweep_plans_a_count_job_per_rows_vls_builds(tmp_path: Path) -> None:
+    """The default sweep's count jobs, as Snakemake plans them: a VLA job and a merged VLS job per
+    row and compiler (34 each; 204 jobs before), each merged job writing its five raw files where
+    they were (results/raw/qemu/<compiler>/<build>/max/<row>.json)."""
+    proc = snakemake(REPO / "configs" / "default.yaml", tmp_path / "build", tmp_path / "results",
+                     targets=["raw_all"], extra=["--dry-run"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = dict(re.findall(r"^(count_qemu\w*)\s+(\d+)$", proc.stdout + proc.stderr, re.M))
+    assert jobs == {"count_qemu": "34", "count_qemu_vls": "34"}, jobs
+
+
+@pytest.mark.slow
+def test_a_merged_vls_job_writes_each_builds_raw_file(tmp_path: Path) -> None:
+    """The merged job runs each VLS build's plan into that build's raw file, and its one log sits
+    beside the builds' folders (a sweep of tiny's copy row at two VLS builds)."""
+    sweep = yaml.safe_load(TINY.read_text())
+    sweep.update(vls_vector_lengths=[256, 512], kernels=[{"kernel": "copy", "variants": ["c_vec"]}],
+                 figures=[], checks=[])
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    results = tmp_path / "results"
+    raw = {b: results / "raw" / "qemu" / "gcc" / f"vls{b}" / "max" / "copy-c_vec.json" for b in (256, 512)}
+    proc = snakemake(path, tmp_path / "build", results, targets=[str(p) for p in raw.values()])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.findall(r"^(?:local)?rule (count_\w+):", proc.stderr, re.M) == ["count_qemu_vls"], proc.stderr[-3000:]
+    for bits, p in raw.items():
+        runs = json.loads(p.read_text())["runs"]
+        assert {r["vl_seen"] for r in runs} == {bits}, p
+    assert (results / "logs" / "count" / "qemu" / "gcc" / "vls" / "max" / "copy-c_vec.log").is_file()

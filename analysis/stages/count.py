@@ -5,18 +5,20 @@ its runs, binary, CPU model, time limits, guest environment, the meta its raw fi
 the tool versions the workflow's preflight found, what its backend needs) under
 <results>/plans/. The job's rule hands it its plan:
 
-    python -m analysis.stages.count --plan PLAN --out RAW
+    python -m analysis.stages.count --plan PLAN [PLAN ...] --out RAW [RAW ...]
 
 and the job runs it through its backend (analysis.backends.registry), without reading the
 sweep again or importing what reads it. It writes one JSON file of raw per-run records, or
 fails with one line naming the cell (the rule then leaves no output, so no later stage reads
-a partial job).
+a partial job). Several plans are run one after the other, each into its own raw file: a local
+sweep runs the jobs of one row's builds as one (merged_builds).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import Iterable
 
 from analysis.backends import Plan, Ready, RunError, clean_stale_stages, exit_on_signals, write_raw
 from analysis.backends.registry import REGISTRY
@@ -92,6 +94,34 @@ def write_plans(sweep: config.Sweep, ready: dict[str, Ready], jobs: list[config.
         build.prune_prep_caches(folder)
 
 
+# A merged job (merged_builds) holds at most a default sweep's VLA job's runs: it is no longer
+# than the sweep's longest jobs, so the cores stay shared as they were.
+MERGED_RUNS = 48
+
+
+def merged_builds(jobs: Iterable[config.Job]) -> tuple[str, ...]:
+    """The VLS builds whose jobs of one row, compiler and CPU model a local sweep runs as one
+    job, one plan after the other: a default sweep's VLS job runs 3 runs, about 40 ms of QEMU,
+    less than its own Python process and Snakemake's share of a job. None (every binary its own
+    job) unless every row that runs one of them runs all of them (the merged rule's outputs are
+    a fixed list), they are two or more, and one row's jobs of them hold at most MERGED_RUNS
+    runs (the full matrix's VLS jobs hold 128 each: each is long enough alone)."""
+    builds: dict[tuple[str, str, str, str], list[str]] = {}
+    runs: dict[tuple[str, str, str, str], int] = {}
+    for j in jobs:
+        b = j.binary
+        if b.vls_bits is None:
+            continue
+        key = (j.cpu_model, b.compiler, b.kernel, b.variant)
+        builds.setdefault(key, []).append(b.build)
+        runs[key] = runs.get(key, 0) + len(j.runs)
+    sets = {tuple(v) for v in builds.values()}
+    if len(sets) != 1:
+        return ()
+    merged = sets.pop()
+    return merged if len(merged) > 1 and max(runs.values()) <= MERGED_RUNS else ()
+
+
 def exclusive(plan: Path) -> bool:
     """Whether the planned job takes every core: its backend's EXCLUSIVE, unless its settings say
     otherwise (perf's runs in the emulated guest: one single-threaded QEMU each)."""
@@ -108,29 +138,43 @@ def run(plan: Plan, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--plan", required=True, type=Path, help="the job's plan (written by the workflow)")
-    p.add_argument("--out", required=True, type=Path, help="the raw JSON file to write")
+    p.add_argument("--plan", required=True, type=Path, nargs="+",
+                   help="a job's plan (written by the workflow); several: run one after the other")
+    p.add_argument("--out", required=True, type=Path, nargs="+", help="the raw JSON file of each plan, in order")
     ns = p.parse_args(argv)
+    if len(ns.plan) != len(ns.out):
+        p.error(f"{len(ns.plan)} plans and {len(ns.out)} raw files: give one --out file per --plan file")
     exit_on_signals()
     clean_stale_stages()
-    try:
-        plan = Plan.from_json(ns.plan.read_text())
-    except FileNotFoundError:
-        print(f"error: no plan {ns.plan}: the workflow writes one per job (run ./harness sweep)", file=sys.stderr)
-        return 2
-    except (ValueError, KeyError, TypeError) as e:
-        print(f"error: plan {ns.plan} is unreadable ({e!r}): run ./harness sweep to write it again", file=sys.stderr)
-        return 2
-    if plan.backend not in REGISTRY:
-        print(f"error: plan {ns.plan} names backend {plan.backend!r}; known: {', '.join(REGISTRY)}", file=sys.stderr)
-        return 2
-    try:
-        run(plan, ns.out)
-    except (toolchain.ToolchainError, RunError, files.WriteError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    cpu_record.count_job(plan.backend)
+    backend = ""
+    for path, out in zip(ns.plan, ns.out):
+        plan = read_plan(path)
+        if plan is None:
+            return 2
+        try:
+            run(plan, out)
+        except (toolchain.ToolchainError, RunError, files.WriteError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        backend = plan.backend  # one rule per backend: a job's plans share it
+    cpu_record.count_job(backend)
     return 0
+
+
+def read_plan(path: Path) -> Plan | None:
+    """The plan at `path`, or None after one line saying why it cannot be run."""
+    try:
+        plan = Plan.from_json(path.read_text())
+    except FileNotFoundError:
+        print(f"error: no plan {path}: the workflow writes one per job (run ./harness sweep)", file=sys.stderr)
+        return None
+    except (ValueError, KeyError, TypeError) as e:
+        print(f"error: plan {path} is unreadable ({e!r}): run ./harness sweep to write it again", file=sys.stderr)
+        return None
+    if plan.backend not in REGISTRY:
+        print(f"error: plan {path} names backend {plan.backend!r}; known: {', '.join(REGISTRY)}", file=sys.stderr)
+        return None
+    return plan
 
 
 if __name__ == "__main__":
