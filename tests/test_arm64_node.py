@@ -206,6 +206,33 @@ def test_a_runner_stopped_by_sigterm_stops_its_node(tmp_path: Path, monkeypatch:
     assert _stopped_in_time(qemu), "QEMU outlived its runner"
 
 
+def test_a_sigterm_as_qemu_starts_still_stops_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM that arrives while QEMU's process is being started (after the fork, before the
+    runner holds it) ended the runner and left QEMU running (seen under load: the runner is
+    descheduled there while QEMU starts). Here the signal arrives at the very end of Popen."""
+    node = fake_qemu(tmp_path, monkeypatch, f'echo $$ >{tmp_path}/qemu.pid; echo NODE-READY; exec sleep 60')
+    real_popen = subprocess.Popen
+
+    def popen_then_sigterm(cmd: list[str], **kw: object) -> subprocess.Popen:
+        proc = real_popen(cmd, **kw)
+        if cmd[0] == arm64_node.QEMU:
+            qemu.append(_qemu_pid(tmp_path / "qemu.pid"))
+            os.kill(os.getpid(), signal.SIGTERM)
+        return proc
+
+    qemu: list[int] = []
+    monkeypatch.setattr(arm64_node.subprocess, "Popen", popen_then_sigterm)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            arm64_node.main(["run", "--dir", str(node.dir), "--out", str(tmp_path / "out"), "--", "true"])
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert qemu and _stopped_in_time(qemu[0]), "QEMU outlived its runner"
+
+
 def test_ci_stopped_by_sigterm_stops_the_running_step_s_node(tmp_path: Path, node_cache: dict[str, str]) -> None:
     """The check runs each step's runner in the background and forwards the stop to it: a shell
     killed while its runner ran in the foreground left the runner, and its QEMU, running."""

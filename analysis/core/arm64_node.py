@@ -199,18 +199,23 @@ def run(node: Node, command: str, out: Path, time_limit: float, user: str | None
         make_overlay(node, overlay)
     cmd = qemu_command(node, out, **qemu)  # type: ignore[arg-type]
     t0 = time.monotonic()
-    with open(out / "console.txt", "wb") as console, \
-            subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
-                             start_new_session=True) as proc:
-        try:
-            proc.wait(timeout=time_limit)
-        except subprocess.TimeoutExpired:
-            _stop(proc)
-            raise NodeError(f"the node did not finish in its time limit of {time_limit:g} s (stopped); "
-                            f"last console line: {_last_line(out / 'console.txt')!r}") from None
-        except BaseException:
-            _stop(proc)
-            raise
+    _held.starting = True
+    try:
+        with open(out / "console.txt", "wb") as console, \
+                subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
+                                 start_new_session=True) as proc:
+            try:
+                _held.take()
+                proc.wait(timeout=time_limit)
+            except subprocess.TimeoutExpired:
+                _stop(proc)
+                raise NodeError(f"the node did not finish in its time limit of {time_limit:g} s (stopped); "
+                                f"last console line: {_last_line(out / 'console.txt')!r}") from None
+            except BaseException:
+                _stop(proc)
+                raise
+    finally:  # QEMU did not start: a signal held meanwhile still ends the runner
+        _held.take()
     seconds = time.monotonic() - t0
     rc_file = out / "rc"
     text = (out / "console.txt").read_text(errors="replace")
@@ -287,9 +292,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return ns
 
 
+class _HeldSignal:
+    """A stop signal that arrives while QEMU's process is being started is held until run()
+    holds the process: raised in between (after the fork, before the `try`), it ended the runner
+    and left QEMU, in a session of its own, running."""
+
+    def __init__(self) -> None:
+        self.starting = False
+        self.signum: int | None = None
+
+    def take(self) -> None:
+        """QEMU is held: raise the signal that arrived meanwhile, if one did."""
+        self.starting = False
+        if self.signum is not None:
+            signum, self.signum = self.signum, None
+            raise SystemExit(128 + signum)
+
+
+_held = _HeldSignal()
+
+
 def _exit_on_signal(signum: int, _frame: object) -> None:
     """SIGTERM or SIGHUP ends the runner as Ctrl-C does, through run()'s clean-up, which stops
     QEMU: QEMU runs in a session of its own, and a runner killed outright left it running."""
+    if _held.starting:
+        _held.signum = signum
+        return
     raise SystemExit(128 + signum)
 
 
