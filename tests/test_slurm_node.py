@@ -5,6 +5,7 @@ records and tables. Nothing here starts or asks the host's Slurm: every Slurm co
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -99,9 +100,20 @@ def as_user(tmp_path: Path):
 @pytest.mark.parametrize("action", ["start", "stop"])
 def test_a_user_with_sudo_starts_and_stops_the_local_slurm_through_it(as_user, tmp_path: Path, action: str) -> None:
     """The daemons run as root (slurmd starts each job as its user). The arm64 node's user (sudo,
-    no root) ran the script itself: slurmctld and the link in /run could not start or be made."""
-    proc, calls = as_user(action, 0)
+    no root) ran the script itself: slurmctld and the link in /run could not start or be made.
+    `stop` asks for root only when a daemon runs: here a process named munged, in its pid file."""
     cache = tmp_path / "cache"
+    daemon = tmp_path / "daemon" / "munged"
+    daemon.parent.mkdir()
+    shutil.copy2("/bin/sleep", daemon)
+    with subprocess.Popen([str(daemon), "60"]) as munged:
+        try:
+            if action == "stop":
+                (cache / "slurm" / "run").mkdir(parents=True)
+                (cache / "slurm" / "run" / "munged.pid").write_text(f"{munged.pid}\n")
+            proc, calls = as_user(action, 0)
+        finally:
+            munged.kill()
     assert proc.returncode == 0, proc.stderr
     assert calls == ["sudo -n true", f"sudo -n env HARNESS_CACHE={cache} bash {SLURM_SH} {action}"]
     assert cache.is_dir()  # made by the user, before root writes into it
