@@ -86,8 +86,8 @@ def test_a_crash_or_the_time_limit_is_a_cell_not_run(tmp_path: Path, body: str, 
     cfg.write_text("Core: {Vector-Length: 512}\n")
     binary = tmp_path / "copy-acle_4v"
     binary.write_text("")
-    rec = simeng.run_once(fake_simeng(tmp_path, body), cfg, binary, "a64fx", Run(512, 65536, "-", "uint8", ()), limit,
-                          tmp_path)
+    rec = simeng.run_once(fake_simeng(tmp_path, body), cfg, simeng.sha256_text(cfg.read_text()), binary, "a64fx",
+                          Run(512, 65536, "-", "uint8", ()), limit, tmp_path)
     assert rec["not_run"].startswith(reason), rec["not_run"]
     assert rec["simeng"] == {} and rec["vl_seen"] == 512
     simeng.check_record(rec, "runs[0]")

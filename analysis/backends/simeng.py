@@ -188,26 +188,27 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
     runs_dir.mkdir(parents=True, exist_ok=True)
     source = Path(s["config_file"]).read_text()
     clock_ghz = float(yaml.safe_load(source)["Core"]["Clock-Frequency-GHz"])
-    configs: dict[int, Path] = {}
+    configs: dict[int, tuple[Path, str]] = {}  # each VL's configuration file and its checksum
     for vl in sorted({r.vl for r in plan.runs}):
-        configs[vl] = runs_dir / f"{plan.cpu_model}-vl{vl}.yaml"
-        configs[vl].write_text(config_at(source, vl))
+        text = config_at(source, vl)
+        configs[vl] = (runs_dir / f"{plan.cpu_model}-vl{vl}.yaml", sha256_text(text))
+        configs[vl][0].write_text(text)
     records = []
     for i, (run, limit) in enumerate(zip(plan.runs, plan.time_limits), 1):
-        rec = run_once(Path(s["simeng"]), configs[run.vl], binary, plan.cpu_model, run, limit, runs_dir)
+        rec = run_once(Path(s["simeng"]), *configs[run.vl], binary, plan.cpu_model, run, limit, runs_dir)
         records.append(rec)
         what = rec.get("not_run") or f"cycles={rec['simeng']['cycles']} retired={rec['simeng']['retired']}"
         print(f"[{i}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, run)} {what} {rec['seconds']}s", file=log,
               flush=True)
     return {"label": label(plan.cpu_model), "clock_ghz": clock_ghz,
-            "configs": {str(vl): sha256_text(p.read_text()) for vl, p in configs.items()}}, records
+            "configs": {str(vl): sha for vl, (_, sha) in configs.items()}}, records
 
 
-def run_once(simeng: Path, cfg: Path, binary: Path, core: str, run: Run, limit: float | None,
+def run_once(simeng: Path, cfg: Path, cfg_sha: str, binary: Path, core: str, run: Run, limit: float | None,
              runs_dir: Path) -> dict[str, Any]:
-    """One cell: its record, with cycles, or with the reason SimEng could not run it."""
+    """One cell: its record, with cycles, or with the reason SimEng could not run it
+    (`cfg_sha`: the checksum of `cfg`, the configuration file at the run's VL)."""
     cell = cell_name(binary, f"simeng:{core}", run)
-    cfg_sha = sha256_text(cfg.read_text())
     with staged(binary) as exe:
         cmd = [str(simeng), str(cfg.resolve()), f"./{exe.name}", *run.argv()]
         t0 = time.monotonic()
