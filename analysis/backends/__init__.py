@@ -319,7 +319,9 @@ def log_record(binary: Path, plan: Plan, i: int, rec: dict[str, Any], log: TextI
     run = plan.runs[i - 1]
     check_vl_seen(binary, plan.cpu_model, run, rec["vl_seen"])
     what = (f" roi={rec['inscount']['roi']['total']}" if "inscount" in rec
-            else f" cycles={rec['gem5']['cycles']:.0f} insts={rec['gem5']['insts']:.0f}" if "gem5" in rec else "")
+            else f" cycles={rec['gem5']['cycles']:.0f} insts={rec['gem5']['insts']:.0f}" if "gem5" in rec
+            else f" {rec['not_run']}" if "not_run" in rec
+            else f" cycles={rec['simeng']['cycles']} retired={rec['simeng']['retired']}" if "simeng" in rec else "")
     print(f"[{i}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, run)}{what} {rec['seconds']}s", file=log, flush=True)
 
 

@@ -21,8 +21,8 @@ from typing import Any, Iterator, TextIO
 
 import yaml
 
-from analysis.backends import (Plan, Ready, RecordError, RunError, cell_name, find_tool, fixed_evidence, no_bench,
-                               parse_ok_line, run_limited, staged)
+from analysis.backends import (Plan, Ready, RecordError, RunError, cell_name, count_job, find_tool, fixed_evidence,
+                               no_bench, parse_ok_line, run_limited, staged)
 from analysis.backends.simeng_output import END_MARKER, not_run_reason, parse_output  # noqa: F401 (END_MARKER: the tests')
 # What the reports make of its rows (SimEng/gem5 per cell; the perf figures' times): the protocol's report
 # and estimates.
@@ -193,13 +193,8 @@ def run_job(plan: Plan, log: TextIO) -> tuple[dict[str, Any], list[dict[str, Any
         text = config_at(source, vl)
         configs[vl] = (runs_dir / f"{plan.cpu_model}-vl{vl}.yaml", sha256_text(text))
         configs[vl][0].write_text(text)
-    records = []
-    for i, (run, limit) in enumerate(zip(plan.runs, plan.time_limits), 1):
-        rec = run_once(Path(s["simeng"]), *configs[run.vl], binary, plan.cpu_model, run, limit, runs_dir)
-        records.append(rec)
-        what = rec.get("not_run") or f"cycles={rec['simeng']['cycles']} retired={rec['simeng']['retired']}"
-        print(f"[{i}/{len(plan.runs)}] {cell_name(binary, plan.cpu_model, run)} {what} {rec['seconds']}s", file=log,
-              flush=True)
+    records = count_job(plan, lambda run, limit: run_once(Path(s["simeng"]), *configs[run.vl], binary, plan.cpu_model,
+                                                         run, limit, runs_dir), log)
     return {"label": label(plan.cpu_model), "clock_ghz": clock_ghz,
             "configs": {str(vl): sha for vl, (_, sha) in configs.items()}}, records
 
