@@ -84,6 +84,24 @@ def test_only_clangs_acle_objects_without_flags_of_their_own_read_the_precompile
     assert build.sve_pch_cmd(bd, "clang", "vls256")[:-5] == cmd[:cmd.index("-include-pch")]
 
 
+def test_every_sve_build_of_a_compiler_links_one_harness_object() -> None:
+    """harness.c runs outside every ROI and at any VL: the VLA build's object (its own flags, no
+    -msve-vector-bits) serves the VLS builds of the same compiler, compiled once instead of once
+    per build; the no-SVE build keeps its own (SVE code would not run under sve=off), and so do
+    the native builds."""
+    from analysis.core import config
+    table = config.load(REPO / "configs" / "default.yaml").table
+    bd = Path("/b")
+    for compiler in ("gcc", "clang"):
+        shared = bd / compiler / "vla" / "obj" / "harness.o"
+        for b in ("vla", "vls128", "vls512", "vls2048"):
+            assert build.kernel_objects(bd, table, compiler, b, "reduce", "acle")["harness"] == shared
+            assert build.harness_compile_cmd(bd, compiler, b) == build.harness_compile_cmd(bd, compiler, "vla")
+        assert not any(w.startswith("-msve-vector-bits") for w in build.harness_compile_cmd(bd, compiler, "vls512"))
+        assert build.harness_object(bd, compiler, "nosve") == bd / compiler / "nosve" / "obj" / "harness.o"
+    assert build.harness_object(bd, "native", "host") == bd / "native" / "host" / "obj" / "harness.o"
+
+
 @pytest.mark.slow
 @pytest.mark.needs_clang
 def test_an_acle_object_made_with_the_precompiled_arm_sve_h_is_the_one_made_without(tmp_path: Path) -> None:
