@@ -15,7 +15,8 @@ from pathlib import Path
 from analysis.backends.registry import REGISTRY
 from analysis.core import mpi
 from analysis.core.config import REPO, KernelTable, Sweep, parse_build, vl_rule_defines
-from analysis.core.toolchain import COMPILERS, compiler_cflags, compiler_for
+from analysis.core.toolchain import (COMPILERS, DIRECT_LINK, LINK_IN, LINK_OUT, compiler_cflags, compiler_for,
+                                     linker_command)
 
 INCLUDE = REPO / "kernels" / "include"
 ROI_SOURCES = REPO / "kernels" / "roi"
@@ -145,7 +146,21 @@ def link_cmd(compiler: str, objects: list[Path], out: Path, use_mpi: bool | mpi.
     comp = compiler_for(compiler, build)
     if use_mpi:
         return [*comp.cc, "-o", str(out), *map(str, objects), *mpi.link_flags(None if use_mpi is True else use_mpi)]
+    if compiler in DIRECT_LINK:
+        # The driver's own linker command (toolchain.DIRECT_LINK), with these objects and output.
+        words = linker_command(compiler)
+        at = words.index(LINK_IN)
+        return [str(out) if w == LINK_OUT else w for w in words[:at]] + [*map(str, objects), *words[at + 1:]]
     return [*comp.cc, *comp.link, "-o", str(out), *map(str, objects)]
+
+
+# A linker run directly takes its options as they are; a compiler driver passes them on with -Wl.
+LINKER_NAME = re.compile(r"(?:^|-)ld(?:\.[a-z]+)?$")
+
+
+def linker_options(link: list[str], *options: str) -> list[str]:
+    """`options` as the command `link` takes them (a linker's or a compiler driver's)."""
+    return list(options) if LINKER_NAME.search(Path(link[0]).name) else ["-Wl," + ",".join(options)]
 
 
 def plugin_cmd(client: str, out: Path | str) -> list[str]:
@@ -337,7 +352,7 @@ def checked_link_shell(name: str, link: list[str]) -> str:
     references a marker (-y: the binary is the same bytes), so the check starts no process of
     its own: an `nm` of the objects before each link cost the link job about a third of its CPU."""
     out = shlex.quote(link[link.index("-o") + 1])
-    trace = " ".join(f"-Wl,-y,{m}" for m in ROI_MARKERS)
+    trace = shlex.join(w for m in ROI_MARKERS for w in linker_options(link, "-y", m))
     return (
         f"s=0 && t=$({shlex.join(link)} {trace} 2>&1) || s=$?; [ -z \"$t\" ] || printf '%s\\n' \"$t\" >&2; "
         f"[ \"$s\" = 0 ] || exit \"$s\"; nl=$'\\n' && miss= && "
