@@ -84,6 +84,24 @@ def test_only_clangs_acle_objects_without_flags_of_their_own_read_the_precompile
     assert build.sve_pch_cmd(bd, "clang", "vls256")[:-5] == cmd[:cmd.index("-include-pch")]
 
 
+def test_every_sve_build_of_a_compiler_links_one_harness_object() -> None:
+    """harness.c runs outside every ROI and at any VL: the VLA build's object (its own flags, no
+    -msve-vector-bits) serves the VLS builds of the same compiler, compiled once instead of once
+    per build; the no-SVE build keeps its own (SVE code would not run under sve=off), and so do
+    the native builds."""
+    from analysis.core import config
+    table = config.load(REPO / "configs" / "default.yaml").table
+    bd = Path("/b")
+    for compiler in ("gcc", "clang"):
+        shared = bd / compiler / "vla" / "obj" / "harness.o"
+        for b in ("vla", "vls128", "vls512", "vls2048"):
+            assert build.kernel_objects(bd, table, compiler, b, "reduce", "acle")["harness"] == shared
+            assert build.harness_compile_cmd(bd, compiler, b) == build.harness_compile_cmd(bd, compiler, "vla")
+        assert not any(w.startswith("-msve-vector-bits") for w in build.harness_compile_cmd(bd, compiler, "vls512"))
+        assert build.harness_object(bd, compiler, "nosve") == bd / compiler / "nosve" / "obj" / "harness.o"
+    assert build.harness_object(bd, "native", "host") == bd / "native" / "host" / "obj" / "harness.o"
+
+
 @pytest.mark.slow
 @pytest.mark.needs_clang
 def test_an_acle_object_made_with_the_precompiled_arm_sve_h_is_the_one_made_without(tmp_path: Path) -> None:
@@ -119,14 +137,16 @@ def test_a_kernel_without_markers_is_refused_at_link(tmp_path: Path) -> None:
     assert log.read_text().strip().splitlines()[-1].startswith("kernel scale-acle: never calls roi_end()")
 
 
+@pytest.mark.parametrize("linker", ["aarch64-linux-gnu-gcc", "aarch64-linux-gnu-ld", "aarch64-linux-gnu-ld.gold"])
 @pytest.mark.parametrize("calls,missing", [(("roi_begin", "roi_end"), None), (("roi_begin",), "roi_end()"),
                                            (("roi_end",), "roi_begin()"), ((), "roi_begin() or roi_end()")])
 def test_the_link_rules_check_names_the_markers_never_called(tmp_path: Path, calls: tuple[str, ...],
-                                                            missing: str | None) -> None:
+                                                            missing: str | None, linker: str) -> None:
     """The link rule's check (the only one: a Python check beside it was never run), on objects
     that call some of the markers, one object each (a relocatable link, no libc). The linker names
     the objects that reference a marker: the check starts no `nm` (one that fails here would
-    fail it), and a refused kernel leaves no binary."""
+    fail it), and a refused kernel leaves no binary. A compiler driver passes the request on with
+    -Wl; clang's links run the linker itself (toolchain.DIRECT_LINK), which takes it as it is."""
     objs = []
     for i, name in enumerate(["work", *calls]):
         src = tmp_path / f"o{i}.c"
@@ -139,12 +159,42 @@ def test_the_link_rules_check_names_the_markers_never_called(tmp_path: Path, cal
     (stubs / "nm").chmod(0o755)
     out = tmp_path / "linked.o"
     want = None if missing is None else f"kernel k-v: never calls {missing}: {build.ROI_FIX}"
-    link = ["aarch64-linux-gnu-gcc", "-nostdlib", "-r", "-o", str(out), *map(str, objs)]
+    link = [linker, *(["-nostdlib"] if linker.endswith("gcc") else []), "-r", "-o", str(out), *map(str, objs)]
     proc = subprocess.run(["bash", "-c", "set -euo pipefail; " + build.checked_link_shell("k-v", link)],
                           capture_output=True, text=True, env={**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"})
     last = proc.stderr.strip().splitlines()[-1:] if missing else []
     expected = (0, None, True) if want is None else (1, want, False)
     assert (proc.returncode, last[0] if last else None, out.exists()) == expected, proc.stderr
+
+
+def test_the_kernel_binaries_link_with_gold_and_clangs_run_the_linker_itself() -> None:
+    """ld.bfd took about twice gold's CPU per static link, and clang's driver about 30 ms of CPU
+    to start (toolchain.STATIC_LINK, DIRECT_LINK): gcc's links pass -fuse-ld=gold, clang's run
+    the gold command clang runs, objects in place and output named."""
+    objs, out = [Path("/b/driver.o"), Path("/b/kernel.o")], Path("/b/bin/k-v")
+    gcc = build.link_cmd("gcc", objs, out)
+    assert gcc[:1] == ["aarch64-linux-gnu-gcc"] and "-fuse-ld=gold" in gcc and "-static" in gcc
+    assert gcc[-3:] == ["/b/bin/k-v", "/b/driver.o", "/b/kernel.o"]
+
+
+@pytest.mark.needs_clang
+def test_clangs_direct_link_is_the_link_its_driver_runs(tmp_path: Path) -> None:
+    """The linker command a clang binary's link runs is the one clang's driver prints (-###) for
+    the same objects and output, and the binary it makes is the same bytes."""
+    from analysis.core.toolchain import COMPILERS
+    src = tmp_path / "main.c"
+    src.write_text("int main(void) { return 0; }\n")
+    obj = tmp_path / "main.o"
+    clang = COMPILERS["clang"]
+    subprocess.run([*clang.cc, "-c", str(src), "-o", str(obj)], check=True)
+    direct = build.link_cmd("clang", [obj], tmp_path / "direct")
+    assert Path(direct[0]).name.endswith("ld.gold"), direct
+    printed = subprocess.run([*clang.cc, *clang.link, "-###", "-o", str(tmp_path / "direct"), str(obj)],
+                             capture_output=True, text=True, check=True).stderr.strip().splitlines()[-1]
+    assert direct == shlex.split(printed)
+    subprocess.run(direct, check=True)
+    subprocess.run([*clang.cc, *clang.link, "-o", str(tmp_path / "driver"), str(obj)], check=True)
+    assert (tmp_path / "direct").read_bytes() == (tmp_path / "driver").read_bytes()
 
 
 def test_a_failed_link_is_reported_as_the_linker_reported_it(tmp_path: Path) -> None:

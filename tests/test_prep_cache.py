@@ -126,7 +126,7 @@ def test_the_sharing_code_stays_out_of_the_counted_code_s_way(built, compiler) -
     own, and the counted harness_prep_end keeps its name and place as harness_prep_end_counted.
     (`./harness regress`, which `./harness test` runs, compares the counts with the golden ones.)"""
     for b, _ in BUILDS:
-        with open(build.obj_dir(built, compiler, b) / "harness.o", "rb") as f:
+        with open(build.harness_object(built, compiler, b), "rb") as f:
             elf = ELFFile(f)
             index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == ".text")
             symbols = elf.get_section_by_name(".symtab")

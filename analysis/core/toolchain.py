@@ -10,8 +10,10 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import shlex
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +78,14 @@ def emulated_machine(compatible: bytes | None = None) -> str | None:
     return EMULATED_MACHINE if QEMU_VIRT in compatible.split(b"\0") else None
 
 
+# The cross builds' static link: GNU gold (binutils ships it beside ld.bfd). A kernel binary is a
+# few small objects and glibc's libc.a, and ld.bfd took 43-51 ms of CPU per link where gold takes
+# 23-26 (one copy binary, 30 links each, load average 7-9); a default sweep links 204 of them.
+# The layout differs, not the code: every ROI count is the same, whole-program counts moved
+# (docs/contracts.md).
+STATIC_LINK = ("-static", "-fuse-ld=gold")
+
+
 def compilers(arch: str) -> dict[str, Compiler]:
     """The compilers on a host of `arch`: on arm64 clang-14 is the host's own compiler and
     links the host's libc, as gcc does; elsewhere both cross-compile."""
@@ -85,8 +95,8 @@ def compilers(arch: str) -> dict[str, Compiler]:
     # clang pair would then differ in the C library too. An arm64 host has no cross sysroot.
     cross = () if arch == "arm64" else ("--target=aarch64-linux-gnu", "--sysroot=/usr/aarch64-linux-gnu")
     return {
-        "gcc": Compiler("gcc", ("aarch64-linux-gnu-gcc",), ("-static",)),
-        "clang": Compiler("clang", ("clang-14", *cross), ("-static",)),
+        "gcc": Compiler("gcc", ("aarch64-linux-gnu-gcc",), STATIC_LINK),
+        "clang": Compiler("clang", ("clang-14", *cross), STATIC_LINK),
         # The perf backend's native builds: the host's own gcc, dynamically linked like any
         # program on that machine. Its kernels take the gcc cflags of the kernel table.
         "native": Compiler("native", ("gcc",), ()),
@@ -142,6 +152,33 @@ def cflags(vls_bits: int | None, extra: tuple[str, ...] = ()) -> list[str]:
 # The build of rows that run without SVE (`sve: false`, under -cpu max,sve=off): no SVE
 # instruction anywhere in the binary (GCC 12 -O3 would vectorize the driver's fill with SVE).
 NOSVE_MARCH = "-march=armv8-a"
+
+
+# clang's driver costs about 30 ms of CPU per process before it does any work (`clang-14
+# --version` alone: it loads LLVM's shared libraries), more than a gold link itself (25 ms), and a
+# default sweep links 102 clang binaries. Their links run the linker command clang runs (`-###`),
+# asked once per process: the same command, the same binary. GCC's driver costs about 1.5 ms.
+DIRECT_LINK = ("clang",)
+LINK_OUT, LINK_IN = "LINK-OUTPUT", "LINK-INPUT"
+
+
+@functools.cache
+def linker_command(compiler: str) -> tuple[str, ...]:
+    """The command `compiler`'s driver runs to link one object into LINK_OUT statically, with
+    the object's place marked by LINK_IN (the driver checks that its inputs exist)."""
+    comp = COMPILERS[compiler]
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = Path(tmp, "in.o")
+        obj.touch()
+        cmd = [*comp.cc, *comp.link, "-###", "-o", LINK_OUT, str(obj)]
+        try:
+            lines = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr.strip().splitlines()
+        except FileNotFoundError:
+            raise ToolchainError(f"{cmd[0]} not found: {FIX}") from None
+        words = [LINK_IN if w == str(obj) else w for w in shlex.split(lines[-1] if lines else "")]
+    if words.count(LINK_OUT) != 1 or words.count(LINK_IN) != 1:
+        raise ToolchainError(f"{shlex.join(cmd)} printed no link command: {lines[-1:]}")
+    return tuple(words)
 
 
 def compiler_cflags(compiler: str, build: str, vls_bits: int | None, extra: tuple[str, ...] = ()) -> list[str]:

@@ -15,7 +15,8 @@ from pathlib import Path
 from analysis.backends.registry import REGISTRY
 from analysis.core import mpi
 from analysis.core.config import REPO, KernelTable, Sweep, parse_build, vl_rule_defines
-from analysis.core.toolchain import COMPILERS, compiler_cflags, compiler_for
+from analysis.core.toolchain import (COMPILERS, DIRECT_LINK, LINK_IN, LINK_OUT, compiler_cflags, compiler_for,
+                                     linker_command)
 
 INCLUDE = REPO / "kernels" / "include"
 ROI_SOURCES = REPO / "kernels" / "roi"
@@ -123,7 +124,20 @@ def kernel_objects(build_dir: Path, table: KernelTable, compiler: str, build: st
     objs["kernel"] = d / f"{kernel}-{variant}.o"
     for src in extra_sources(table, kernel, variant):
         objs[f"extra:{src.stem}"] = d / "extra" / f"{src.stem}.o"
-    return {**objs, "harness": d / "harness.o"}
+    return {**objs, "harness": harness_object(build_dir, compiler, build)}
+
+
+def harness_build(build: str) -> str:
+    """The build whose harness.o a build links: every SVE build of a compiler links the VLA
+    build's. Its code runs at any VL, lies outside every ROI (kernels never call it), and
+    checks a VLS binary's VL against the bits the driver passes (harness_init, built with the
+    build's own flags); compiled per VLS build it cost 0.2-0.35 CPU s each and only its
+    register allocation and its SVE byte fill (a preparation: uncounted) differed."""
+    return "vla" if vls_bits(build) else build
+
+
+def harness_object(build_dir: Path, compiler: str, build: str) -> Path:
+    return obj_dir(build_dir, compiler, harness_build(build)) / "harness.o"
 
 
 def link_cmd(compiler: str, objects: list[Path], out: Path, use_mpi: bool | mpi.Library = False,
@@ -132,7 +146,21 @@ def link_cmd(compiler: str, objects: list[Path], out: Path, use_mpi: bool | mpi.
     comp = compiler_for(compiler, build)
     if use_mpi:
         return [*comp.cc, "-o", str(out), *map(str, objects), *mpi.link_flags(None if use_mpi is True else use_mpi)]
+    if compiler in DIRECT_LINK:
+        # The driver's own linker command (toolchain.DIRECT_LINK), with these objects and output.
+        words = linker_command(compiler)
+        at = words.index(LINK_IN)
+        return [str(out) if w == LINK_OUT else w for w in words[:at]] + [*map(str, objects), *words[at + 1:]]
     return [*comp.cc, *comp.link, "-o", str(out), *map(str, objects)]
+
+
+# A linker run directly takes its options as they are; a compiler driver passes them on with -Wl.
+LINKER_NAME = re.compile(r"(?:^|-)ld(?:\.[a-z]+)?$")
+
+
+def linker_options(link: list[str], *options: str) -> list[str]:
+    """`options` as the command `link` takes them (a linker's or a compiler driver's)."""
+    return list(options) if LINKER_NAME.search(Path(link[0]).name) else ["-Wl," + ",".join(options)]
 
 
 def plugin_cmd(client: str, out: Path | str) -> list[str]:
@@ -245,7 +273,9 @@ def driver_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build
 
 
 def harness_compile_cmd(build_dir: Path, compiler: str, build: str) -> list[str]:
-    return compile_cmd(build_dir, compiler, build, HARNESS_SOURCE, obj_dir(build_dir, compiler, build) / "harness.o")
+    """The command of the harness.o that `build` links (harness_build)."""
+    shared = harness_build(build)
+    return compile_cmd(build_dir, compiler, shared, HARNESS_SOURCE, harness_object(build_dir, compiler, shared))
 
 
 def extra_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, stem: str) -> list[str]:
@@ -322,7 +352,7 @@ def checked_link_shell(name: str, link: list[str]) -> str:
     references a marker (-y: the binary is the same bytes), so the check starts no process of
     its own: an `nm` of the objects before each link cost the link job about a third of its CPU."""
     out = shlex.quote(link[link.index("-o") + 1])
-    trace = " ".join(f"-Wl,-y,{m}" for m in ROI_MARKERS)
+    trace = shlex.join(w for m in ROI_MARKERS for w in linker_options(link, "-y", m))
     return (
         f"s=0 && t=$({shlex.join(link)} {trace} 2>&1) || s=$?; [ -z \"$t\" ] || printf '%s\\n' \"$t\" >&2; "
         f"[ \"$s\" = 0 ] || exit \"$s\"; nl=$'\\n' && miss= && "
