@@ -149,6 +149,10 @@ rule harness_object:
         f"{BUILD}/{{compiler}}/{{build}}/obj/harness.o",
     log:
         f"{BUILD}/logs/{{compiler}}/{{build}}/harness.log",
+    # A VLS build links the VLA build's harness.o (analysis.stages.build.harness_build) and has
+    # none of its own: asked for one, the rule compiled the VLA object and failed on the missing output.
+    wildcard_constraints:
+        build="vla|host|nosve",
     shell:
         "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} {rule}"
 
