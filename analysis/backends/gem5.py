@@ -27,6 +27,7 @@ from analysis.backends import gem5_sampled
 from analysis.backends.gem5_output import HOST_STATS, STATS, failure_line, parse_stats, read_output
 from analysis.core import config
 from analysis.core.config import REPO, Job, Run, Sweep, cross_build
+from analysis.core.model import system_has_caches
 
 if TYPE_CHECKING:  # annotations only: a simulation job does not load pandas
     from pandas import DataFrame
@@ -325,7 +326,7 @@ def run_vls(gem5: Path, binary: Path, system: str, desc: dict[str, Any], runs: S
         if code is None or code.group(1) != "0":
             raise RunError(f"{cell}: gem5 exited with {code.group(1) if code else '?'}: "
                            f"{failure_line(simerr, simout, '')} (output in {where})")
-        records.append(record(run, cell, where, simout, cmd, round(seconds[k], 3), sampled, "l1d" in desc))
+        records.append(record(run, cell, where, simout, cmd, round(seconds[k], 3), sampled, system_has_caches(desc)))
     return records
 
 
