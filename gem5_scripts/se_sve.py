@@ -54,6 +54,32 @@ def cache(spec, line, read_only=False, level=1):
     )
 
 
+def caches(system, desc):
+    """The L1s and the L2 of the system description. The L1s are children of the atomic CPU
+    (system.cpu.icache/dcache); an O3 core takes over their ports when it is switched in."""
+    system.l2bus = O.L2XBar()
+    system.l2 = cache(desc["l2"], desc["cache_line"], level=2)
+    system.cpu.addPrivateSplitL1Caches(cache(desc["l1i"], desc["cache_line"], read_only=True),
+                                       cache(desc["l1d"], desc["cache_line"]))
+    system.cpu.connectAllPorts(system.l2bus.cpu_side_ports, system.membus.cpu_side_ports,
+                               system.membus.mem_side_ports)
+    system.l2.cpu_side = system.l2bus.mem_side_ports
+    system.l2.mem_side = system.membus.cpu_side_ports
+
+
+def memory(desc, addr_range, sampled):
+    """SimpleMemory (one fixed latency) or a DRAM interface behind gem5's memory controller."""
+    mem = desc["memory"]
+    if mem["type"] == "SimpleMemory":
+        return O.SimpleMemory(range=addr_range, latency=mem["latency"], latency_var="0ns",
+                              bandwidth=mem["bandwidth"])
+    dram = getattr(O, mem["type"])(range=addr_range)
+    # Sampled: the controller keeps its write queue, open rows and refresh grid over the CPU
+    # switches (the harness's gem5 patch; without it every unit began with an empty write queue
+    # and never met a refresh: cycles up to 11 % low, docs/guide/gem5.md).
+    return O.MemCtrl(dram=dram, keep_queues_over_drain=sampled)
+
+
 def build(desc, vls, cmd, sampled=False):
     system = O.System(
         mem_mode="atomic",
@@ -72,23 +98,13 @@ def build(desc, vls, cmd, sampled=False):
 
     system.membus = O.SystemXBar()
     system.system_port = system.membus.cpu_side_ports
-    system.l2bus = O.L2XBar()
-    system.l2 = cache(desc["l2"], desc["cache_line"], level=2)
-    # The L1s are children of the atomic CPU (system.cpu.icache/dcache); an O3 core takes
-    # over their ports when it is switched in.
-    system.cpu.addPrivateSplitL1Caches(cache(desc["l1i"], desc["cache_line"], read_only=True),
-                                       cache(desc["l1d"], desc["cache_line"]))
     system.cpu.createInterruptController()
-    system.cpu.connectAllPorts(system.l2bus.cpu_side_ports, system.membus.cpu_side_ports,
-                               system.membus.mem_side_ports)
-    system.l2.cpu_side = system.l2bus.mem_side_ports
-    system.l2.mem_side = system.membus.cpu_side_ports
-
-    dram = getattr(O, desc["memory"]["type"])(range=system.mem_ranges[0])
-    # Sampled: the controller keeps its write queue, open rows and refresh grid over the CPU
-    # switches (the harness's gem5 patch; without it every unit began with an empty write queue
-    # and never met a refresh: cycles up to 11 % low, docs/guide/gem5.md).
-    system.mem_ctrl = O.MemCtrl(dram=dram, keep_queues_over_drain=sampled)
+    if "l1d" in desc:
+        caches(system, desc)
+    else:
+        # No caches: the core's ports straight on the memory bus.
+        system.cpu.connectBus(system.membus)
+    system.mem_ctrl = memory(desc, system.mem_ranges[0], sampled)
     system.mem_ctrl.port = system.membus.mem_side_ports
 
     system.workload = O.SEWorkload.init_compatible(cmd[0])

@@ -8,12 +8,16 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from analysis.backends import RunError, gem5
+from analysis.backends.gem5_output import ZERO_WHEN_ABSENT
 from analysis.core import config
 from analysis.core.config import Run
+from analysis.core.schema import ConfigError
 from conftest import PY, REPO, run_cell
 
 FIXTURES = REPO / "tests" / "fixtures" / "gem5"
@@ -65,6 +69,42 @@ def test_absent_miss_count_is_zero_only_beside_its_access_count() -> None:
     no_access = "\n".join(ln for ln in stats.splitlines() if not ln.startswith("system.l2.overallAccesses"))
     with pytest.raises(RunError, match="lacks system.l2.overallMisses::total"):
         gem5.parse_stats(no_access, "cell")
+
+
+def test_a_system_without_caches_has_no_miss_counts_and_needs_none() -> None:
+    """The ideal-memory system (SimpleMemory, no caches) prints no cache statistics: its rows
+    have no miss counts, none made up as 0; a system with caches still needs them."""
+    stats = (FIXTURES / "copy-c_scalar-a64fx-like-vl128-1048576" / "stats.txt").read_text()
+    uncached = "\n".join(ln for ln in stats.splitlines() if not ln.startswith(("system.cpu.dcache.", "system.l2.")))
+    values = gem5.parse_stats(uncached, "cell", caches=False)
+    assert not set(ZERO_WHEN_ABSENT) & set(values)
+    assert values["system.switch_cpu.numCycles"] > 0
+    with pytest.raises(RunError, match="lacks system.cpu.dcache.overallMisses::total"):
+        gem5.parse_stats(uncached, "cell")
+
+
+def test_the_ideal_memory_system_is_the_paper_core_without_caches() -> None:
+    systems = config.load_gem5_systems()
+    ideal, paper = systems["ideal-memory"], systems["paper"]
+    assert not {"l1i", "l1d", "l2"} & set(ideal)
+    assert ideal["memory"]["type"] == "SimpleMemory" and ideal["o3"] == paper["o3"]
+    assert (ideal["clock"], ideal["cache_line"]) == (paper["clock"], paper["cache_line"])
+
+
+@pytest.mark.parametrize("change, refused", [
+    (lambda s: s["memory"].pop("latency"), "latency"),
+    (lambda s: s["memory"].update(type="DDR4_2400_8x8"), "memory/(latency|bandwidth): not used here: remove it"),
+    (lambda s: s.update(l1d={"size": "32KiB", "assoc": 4}), "l1i"),
+], ids=["simple-memory-without-latency", "latency-on-dram", "one-cache-alone"])
+def test_a_system_description_that_cannot_be_built_is_refused_in_one_line(
+        tmp_path: Path, change: Any, refused: str) -> None:
+    doc = yaml.safe_load(config.GEM5_SYSTEMS.read_text())
+    change(doc["systems"]["ideal-memory"])
+    path = tmp_path / "systems.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError, match=refused) as e:
+        config.load_gem5_systems(path)
+    assert "\n" not in str(e.value)
 
 
 @pytest.mark.slow

@@ -202,9 +202,25 @@ def test_the_ratio_table_with_gem5_present() -> None:
     assert "Spread: 1 cells: min 1.5 (copy acle_4v VL 128), median 1.5, max 1.5 (copy acle_4v VL 128). " \
            "SimEng cells not run: 1 of 3." in lines[3]
     assert lines[7:] == [
-        "| copy | acle_4v | - | uint8 | gcc | 128 | 1048576 | 300 | 200 | 1.500 |",
-        "| copy | acle_4v | - | uint8 | gcc | 256 | 1048576 | 100 | - | gem5 not run: no gem5 cell at this VL and size |",
-        "| copy | c_vec | - | uint8 | gcc | 128 | 1048576 | - | 400 | SimEng not run: SimEng halted: x |"]
+        "| copy | acle_4v | - | uint8 | gcc | 128 | 1048576 | 300 | paper | 200 | 1.500 |",
+        "| copy | acle_4v | - | uint8 | gcc | 256 | 1048576 | 100 | paper | - | gem5 not run: no gem5 cell at this VL and size |",
+        "| copy | c_vec | - | uint8 | gcc | 128 | 1048576 | - | paper | 400 | SimEng not run: SimEng halted: x |"]
+
+
+def test_the_ratio_table_has_a_ratio_per_gem5_system() -> None:
+    """configs/simeng.yaml runs gem5's paper system and its ideal-memory one: each SimEng cell
+    stands beside both, with a spread per system, and is counted once."""
+    counts, prov = fixture_tables(with_gem5=True)
+    counts = pd.concat([counts, pd.DataFrame([counts_row("gem5", "ideal-memory", "acle_4v", 128, "gem5.cycles", 150)])])
+    r = simeng_report.cycle_ratios(counts, prov)
+    assert list(zip(r["variant"], r["vl"], r["system"], r["ratio"].fillna(0))) == [
+        ("acle_4v", 128, "ideal-memory", 2.0), ("acle_4v", 128, "paper", 1.5),
+        ("acle_4v", 256, "ideal-memory", 0), ("acle_4v", 256, "paper", 0),
+        ("c_vec", 128, "ideal-memory", 0), ("c_vec", 128, "paper", 0)]
+    lines = simeng.report(counts, prov)
+    assert ("Spread over gem5 ideal-memory: 1 cells: min 2 (copy acle_4v VL 128), median 2, max 2 (copy acle_4v VL "
+            "128). Spread over gem5 paper: 1 cells: min 1.5") in lines[3]
+    assert lines[3].endswith("SimEng cells not run: 1 of 3.")
 
 
 def test_the_ratio_table_with_gem5_absent() -> None:

@@ -27,6 +27,7 @@ from analysis.backends import gem5_sampled
 from analysis.backends.gem5_output import HOST_STATS, STATS, failure_line, parse_stats, read_output
 from analysis.core import config
 from analysis.core.config import REPO, Job, Run, Sweep, cross_build
+from analysis.core.model import system_has_caches
 
 if TYPE_CHECKING:  # annotations only: a simulation job does not load pandas
     from pandas import DataFrame
@@ -325,7 +326,7 @@ def run_vls(gem5: Path, binary: Path, system: str, desc: dict[str, Any], runs: S
         if code is None or code.group(1) != "0":
             raise RunError(f"{cell}: gem5 exited with {code.group(1) if code else '?'}: "
                            f"{failure_line(simerr, simout, '')} (output in {where})")
-        records.append(record(run, cell, where, simout, cmd, round(seconds[k], 3), sampled))
+        records.append(record(run, cell, where, simout, cmd, round(seconds[k], 3), sampled, system_has_caches(desc)))
     return records
 
 
@@ -336,17 +337,17 @@ def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: R
 
 
 def record(run: Run, cell: str, where: Path, simout: str, cmd: list[str], seconds: float,
-           sampled: dict[str, int] | None) -> dict[str, Any]:
-    """One VL's record from its fork's directory."""
+           sampled: dict[str, int] | None, caches: bool = True) -> dict[str, Any]:
+    """One VL's record from its fork's directory; a system without caches has no miss rows."""
     fields = parse_ok_line(simout, cell)
     at = f"{cell} ({where})"
-    stats = parse_stats((where / "stats.txt").read_text(), at, run.vl)
+    stats = parse_stats((where / "stats.txt").read_text(), at, run.vl, caches)
     rec: dict[str, Any] = {
         "vl": run.vl, "vl_seen": int(fields["vl"]), "size": run.size, "op": run.op, "dtype": run.dtype,
         # the program's own argv: the first VL's (the forks start from it)
         "argv": cmd[cmd.index("--") + 1:], "command": cmd, "checksum": fields["checksum"],
         "seconds": seconds, "outdir": str(where),
-        "gem5": {metric: stats[name] for name, metric in STATS.items()},
+        "gem5": {metric: stats[name] for name, metric in STATS.items() if name in stats},
         "host": {name: stats[name] for name in HOST_STATS},
     }
     if sampled is not None:

@@ -26,10 +26,11 @@ ZERO_WHEN_ABSENT = {
 }
 
 
-def parse_stats(text: str, where: str, vl: int | None = None) -> dict[str, float]:
+def parse_stats(text: str, where: str, vl: int | None = None, caches: bool = True) -> dict[str, float]:
     """The first statistics block (the ROI: reset at roi_begin, dumped at roi_end). `vl`: its
     VL's CPUs (system.switch_cpu_vl512, ...) are read as system.switch_cpu and system.warm_cpu,
-    the other VLs' are left out."""
+    the other VLs' are left out. `caches`: whether the system has caches; without them (a
+    SimpleMemory system) there are no miss counts, and none is made up."""
     begin = text.find("---------- Begin Simulation Statistics ----------")
     end = text.find("---------- End Simulation Statistics   ----------")
     if begin < 0 or end < 0:
@@ -46,7 +47,8 @@ def parse_stats(text: str, where: str, vl: int | None = None) -> dict[str, float
     for name, accesses in ZERO_WHEN_ABSENT.items():
         if name not in values and accesses in values:
             values[name] = 0.0
-    missing = [name for name in [*STATS, *HOST_STATS] if name not in values]
+    wanted = [name for name in [*STATS, *HOST_STATS] if caches or name not in ZERO_WHEN_ABSENT]
+    missing = [name for name in wanted if name not in values]
     if missing:
         raise RunError(f"{where}: stats.txt lacks {', '.join(missing)} (system names changed in gem5_scripts/se_sve.py?)")
     return values

@@ -36,9 +36,9 @@ KEY = ["kernel", "variant", "op", "dtype", "compiler", "vl", "size"]
 
 
 def cycle_ratios(counts: DataFrame, prov: DataFrame) -> DataFrame:
-    """One row per SimEng cell (run or not): its cycles, gem5's of the same kernel object, VL and
-    size (gem5's first system in name order where there are several), SimEng/gem5, and what
-    stands in the ratio's place when either has no cycles."""
+    """One row per SimEng cell (run or not) and gem5 system: its cycles, gem5's of the same kernel
+    object, VL and size on that system (`system`; "" where gem5 has no rows), SimEng/gem5, and
+    what stands in the ratio's place when either has no cycles."""
     mine = prov[(prov["backend"] == NAME) & (prov["build"] == "vla")]
     cells = mine[KEY + ["cpu_model"] + (["not_run"] if "not_run" in mine else [])].rename(columns={"cpu_model": "core"})
     if "not_run" not in cells:
@@ -46,10 +46,6 @@ def cycle_ratios(counts: DataFrame, prov: DataFrame) -> DataFrame:
     cyc = counts[(counts["metric"] == f"{NAME}.cycles") & (counts["backend"] == NAME)]
     cells = cells.merge(cyc[KEY + ["value"]].rename(columns={"value": "simeng"}), on=KEY, how="left")
     other = counts[(counts["metric"] == f"{OTHER}.cycles") & (counts["backend"] == OTHER)]
-    if len(other):
-        first = sorted(other["cpu_model"].unique())[0]
-        other = other[other["cpu_model"] == first]
-    cells = cells.merge(other[KEY + ["value"]].rename(columns={"value": "gem5"}), on=KEY, how="left")
     any_gem5 = len(other) > 0
 
     def status(r: Any) -> str:
@@ -58,11 +54,17 @@ def cycle_ratios(counts: DataFrame, prov: DataFrame) -> DataFrame:
         if r.gem5 != r.gem5:  # NaN: gem5 has no such cell
             return "gem5 not run: no gem5 cell at this VL and size" if any_gem5 else OTHER_NOT_RUN
         return ""
-    cells["status"] = [status(r) for r in cells.itertuples()]
-    ok = cells["status"] == ""
-    cells["ratio"] = float("nan")
-    cells.loc[ok, "ratio"] = cells.loc[ok, "simeng"] / cells.loc[ok, "gem5"]
-    return cells.sort_values(KEY, kind="stable").reset_index(drop=True)
+    if any_gem5:  # each SimEng cell once per gem5 system
+        systems = other[["cpu_model"]].drop_duplicates().rename(columns={"cpu_model": "system"})
+        on = other[KEY + ["cpu_model", "value"]].rename(columns={"cpu_model": "system", "value": "gem5"})
+        out = cells.merge(systems, how="cross").merge(on, on=KEY + ["system"], how="left")
+    else:
+        out = cells.assign(system="", gem5=float("nan"))
+    out["status"] = [status(r) for r in out.itertuples()]
+    ok = out["status"] == ""
+    out["ratio"] = float("nan")
+    out.loc[ok, "ratio"] = out.loc[ok, "simeng"] / out.loc[ok, "gem5"]
+    return out.sort_values(KEY + ["system"], kind="stable").reset_index(drop=True)
 
 
 def spread(ratios: DataFrame) -> str:
@@ -75,26 +77,36 @@ def spread(ratios: DataFrame) -> str:
             f"{r['ratio'].median():.3g}, max {hi['ratio']:.3g} ({hi['kernel']} {hi['variant']} VL {hi['vl']})")
 
 
+def spreads(ratios: DataFrame) -> str:
+    """The spread over each gem5 system, named where there are several."""
+    systems = sorted(set(ratios["system"]))
+    if len(systems) == 1:
+        return f"Spread: {spread(ratios)}."
+    return " ".join(f"Spread over gem5 {s}: {spread(ratios[ratios['system'] == s])}." for s in systems)
+
+
 def report(counts: DataFrame, prov: DataFrame) -> list[str]:
-    """results/summary.md's section on SimEng: SimEng/gem5 cycles per cell with their spread,
-    its cells not run (counted), and its ROI instructions against QEMU's."""
+    """results/summary.md's section on SimEng: SimEng/gem5 cycles per cell and gem5 system with
+    their spread, its cells not run (counted), and its ROI instructions against QEMU's."""
     if "backend" not in prov or not (prov["backend"] == NAME).any():
         return []
     r = cycle_ratios(counts, prov)
-    not_run = r[r["status"].str.startswith("SimEng not run")]
+    cells = r.drop_duplicates(KEY)
+    not_run = cells[cells["status"].str.startswith("SimEng not run")]
     cores = sorted(set(r["core"]))
     lines = ["", "## SimEng/gem5 cycles per cell", "",
              f"ROI cycles of SimEng's {', '.join(cores)} core ({label(cores[0])}) over gem5's O3 ROI cycles of the "
-             f"same binary's code, VL and size. Spread: {spread(r)}. "
-             f"SimEng cells not run: {len(not_run)} of {len(r)}.",
-             "", "| kernel | variant | op | dtype | compiler | VL | size | SimEng cycles | gem5 cycles | SimEng/gem5 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             f"same binary's code, VL and size, on each gem5 system. {spreads(r)} "
+             f"SimEng cells not run: {len(not_run)} of {len(cells)}.",
+             "", "| kernel | variant | op | dtype | compiler | VL | size | SimEng cycles | gem5 system | gem5 cycles "
+             "| SimEng/gem5 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in r.itertuples():
         sim = "-" if c.simeng != c.simeng else f"{c.simeng:.0f}"
         g = "-" if c.gem5 != c.gem5 else f"{c.gem5:.0f}"
         ratio = c.status or f"{c.ratio:.3f}"
         lines.append(f"| {c.kernel} | {c.variant} | {c.op} | {c.dtype} | {c.compiler} | {c.vl} | {c.size} | {sim} | "
-                     f"{g} | {ratio} |")
+                     f"{c.system or '-'} | {g} | {ratio} |")
     return lines + agreement_report(counts)
 
 

@@ -122,6 +122,13 @@ class Gem5System:
     description: dict[str, Any]
 
 
+def system_has_caches(description: dict[str, Any]) -> bool:
+    """Whether a gem5 system description has caches: L1s and L2 come together or not at all
+    (configs/schema/gem5_systems.schema.yaml); without them the gem5 script puts the core on the
+    memory bus and gem5 prints no cache statistics."""
+    return "l1d" in description
+
+
 @dataclass(frozen=True)
 class Gem5Sampling:
     """The sampled cycle mode's units, in instructions (sweep parameter gem5/sampling)."""
