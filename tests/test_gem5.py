@@ -141,6 +141,23 @@ def test_one_gem5_for_three_vls_matches_qemu_and_a_gem5_per_vl(binaries, plugin_
         assert rec["gem5"] == alone["gem5"]
 
 
+@pytest.mark.slow
+@pytest.mark.needs_gem5
+def test_the_ideal_memory_system_runs_the_same_roi_without_cache_rows(binaries, plugin_dir, tmp_path: Path) -> None:
+    """gem5's ideal-memory system (no caches, SimpleMemory) runs the same ROI instructions as
+    the paper system and has no miss counts; at one fixed latency and no line fills its copy
+    takes fewer cycles than through the paper system's caches and DRAM."""
+    systems = config.load_gem5_systems()
+    exe = binaries("copy", "acle_4v", "vla", "gem5")
+    run = Run(512, 65536, "-", "uint8", ())
+    ideal, paper = (gem5.run_vls(Path(GEM5), exe, name, systems[name], [run], tmp_path / name, [None])[0]["gem5"]
+                    for name in ("ideal-memory", "paper"))
+    qemu_roi = run_cell(binaries("copy", "acle_4v"), plugin_dir, run.vl, run.size)["inscount"]["roi"]["total"]
+    assert ideal["insts"] == paper["insts"] == qemu_roi + gem5.MARKER_INSTRUCTIONS
+    assert "l1d_misses" not in ideal and "l1d_misses" in paper
+    assert 0 < ideal["cycles"] < paper["cycles"]
+
+
 def test_a_gem5_panic_is_the_line_the_failure_names() -> None:
     """gem5 v24 on memcpy sve_nt: simerr holds the panic above a backtrace, simout ends with its
     banner; the failure used to name the banner's last line ("Global frequency set ...")."""
