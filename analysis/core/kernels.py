@@ -81,6 +81,7 @@ class KernelRow:
     not_simulated: str | None  # why gem5 cannot run this row: left out of the cycle sweep, said in one line
     env: tuple[tuple[str, str], ...]  # guest environment of its runs, besides the family's
     sve: bool  # False: built without SVE (build NOSVE) and run under -cpu <model>,sve=off
+    vl_agnostic_object: bool  # the same object bytes in every SVE build: compiled once, in the VLA build
 
     @property
     def name(self) -> str:
@@ -250,7 +251,7 @@ def _row(r: dict[str, Any], base: Path) -> KernelRow:
         Loop(loop["vectors_per_iteration"], loop["rounding"]) if loop else None,
         host_native=r["host_native"], extra_sources=tuple(resolve_path(x, base) for x in r["extra_sources"]),
         memcpy=r["memcpy"], host_isa=r.get("host_isa"), not_simulated=r.get("not_simulated"),
-        env=tuple(sorted(r["env"].items())), sve=r["sve"],
+        env=tuple(sorted(r["env"].items())), sve=r["sve"], vl_agnostic_object=r["vl_agnostic_object"],
     )
 
 
