@@ -126,30 +126,56 @@ def test_a_vl_agnostic_rows_vls_binaries_link_the_vla_builds_kernel_object() -> 
             bd / compiler / "nosve" / "obj" / "reduce-c_scalar.o"
 
 
+def test_the_reduce_drivers_references_are_one_object_per_compiler_linked_by_every_sve_build() -> None:
+    """The reduce driver's 66 references (kernels/reduce/reference.c, the family's
+    vl_agnostic_sources) were most of its compile in each of the six SVE builds: every reduce
+    binary of a compiler now links the VLA build's object, compiled with the family's flags; the
+    driver itself stays one object per build (its fills and its VL check are the build's)."""
+    from analysis.core import config
+    sweep = config.load(REPO / "configs" / "default.yaml", {"build_dir": "/b"})
+    table, bd = sweep.table, Path("/b")
+    ref = REPO / "kernels" / "reduce" / "reference.c"
+    assert table.families["reduce"].vl_agnostic_sources == (ref,)
+    for compiler in ("gcc", "clang"):
+        shared = bd / compiler / "vla" / "obj" / "driver" / "reduce" / "reference.o"
+        for b in ("vla", "vls128", "vls2048"):
+            objs = build.kernel_objects(bd, table, compiler, b, "reduce", "acle")
+            assert list(objs) == ["driver", "driver:reference", "kernel", "harness"]
+            assert objs["driver:reference"] == shared and objs["driver"] == bd / compiler / b / "obj" / "driver_reduce.o"
+            cmd = build.driver_part_compile_cmd(bd, table, compiler, b, "reduce", "reference")
+            assert cmd == build.driver_part_compile_cmd(bd, table, compiler, "vla", "reduce", "reference")
+            assert shlex.join(cmd) in build.binary_commands(sweep, compiler, b, "qemu", "reduce", "acle")
+        assert build.kernel_objects(bd, table, compiler, "nosve", "reduce", "acle")["driver:reference"] == \
+            bd / compiler / "nosve" / "obj" / "driver" / "reduce" / "reference.o"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("compiler", ["gcc", pytest.param("clang", marks=pytest.mark.needs_clang)])
-def test_every_row_declared_vl_agnostic_compiles_to_the_same_bytes_in_every_sve_build(tmp_path: Path,
-                                                                                     compiler: str) -> None:
-    """The declaration is true: each vl_agnostic_object row of the kernel table, compiled with
-    each VLS build's own flags (-msve-vector-bits=N, as it was before the declaration), is the
-    same bytes as the VLA build's object that its VLS binaries now link."""
+def test_every_object_declared_vl_agnostic_compiles_to_the_same_bytes_in_every_sve_build(tmp_path: Path,
+                                                                                        compiler: str) -> None:
+    """The declarations are true: each vl_agnostic_object row of the kernel table and each
+    family's vl_agnostic_sources, compiled with each VLS build's own flags (-msve-vector-bits=N,
+    as before the declaration), is the same bytes as the VLA build's object its VLS binaries link."""
     from analysis.core import config
     from analysis.core.kernels import VLS_ALLOWED
     sweep = config.load(REPO / "configs" / "default.yaml", {"build_dir": str(tmp_path / "build")})
     table, bd = sweep.table, sweep.build_dir
     (bd / "gen").mkdir(parents=True)
     (bd / "gen" / "reduce_matrix.h").write_text(build.reduce_matrix_header(table))
-    rows = [r for r in table.rows if r.vl_agnostic_object]
-    assert rows
+    # Each row's kernel object, and each family's driver parts (the families that need no MPI to compile).
+    declared = [(r.name, r.source, build.kernel_flags(table, r.kernel, r.variant, compiler))
+                for r in table.rows if r.vl_agnostic_object]
+    declared += [(f"{name}-{src.stem}", src, build.family_flags(table, name))
+                 for name, fam in table.families.items() if not fam.mpi for src in fam.vl_agnostic_sources]
+    assert len(declared) == 9
     differ = []
-    for row in rows:
+    for name, source, flags in declared:
         objs = {}
         for b in ("vla", *(f"vls{v}" for v in VLS_ALLOWED)):
-            objs[b] = tmp_path / b / f"{row.name}.o"
+            objs[b] = tmp_path / b / f"{name}.o"
             objs[b].parent.mkdir(exist_ok=True)
-            subprocess.run(build.compile_cmd(bd, compiler, b, row.source, objs[b],
-                                             build.kernel_flags(table, row.kernel, row.variant, compiler)), check=True)
-        differ += [f"{row.name} {b}" for b, o in objs.items() if o.read_bytes() != objs["vla"].read_bytes()]
+            subprocess.run(build.compile_cmd(bd, compiler, b, source, objs[b], flags), check=True)
+        differ += [f"{name} {b}" for b, o in objs.items() if o.read_bytes() != objs["vla"].read_bytes()]
     assert differ == []
 
 

@@ -52,6 +52,7 @@ class Family:
     mpi: bool  # links an arm64 Open MPI (analysis/core/mpi.py)
     mpi_library: str  # which one: a name analysis.core.mpi.library() knows
     cflags: tuple[str, ...]
+    vl_agnostic_sources: tuple[Path, ...]  # driver parts compiled once per compiler, in the VLA build
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ def _family(name: str, f: dict[str, Any], base: Path) -> Family:
         tuple(f["dtypes"]), dict(f["params"]), ops,
         dict(f["traffic"]) if "traffic" in f else {},  # undeclared: no bandwidth for this family
         mpi=f["mpi"], mpi_library=f["mpi_library"],
-        cflags=tuple(f["cflags"]),
+        cflags=tuple(f["cflags"]), vl_agnostic_sources=tuple(resolve_path(s, base) for s in f["vl_agnostic_sources"]),
     )
 
 
@@ -279,7 +280,7 @@ def load_table(paths: list[Path]) -> KernelTable:
     for row in rows:
         if row.family not in families:
             raise ConfigError(f"kernel {row.name}: unknown family '{row.family}'; known: {', '.join(families)}")
-        for src in (row.source, *row.extra_sources):
+        for src in (row.source, *row.extra_sources, *families[row.family].vl_agnostic_sources):
             if not src.exists():
                 raise ConfigError(f"kernel {row.name}: source {src} does not exist")
         if row.host_isa and not row.host_native:

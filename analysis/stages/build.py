@@ -121,10 +121,18 @@ def kernel_objects(build_dir: Path, table: KernelTable, compiler: str, build: st
     row = table.row(kernel, variant)
     d = obj_dir(build_dir, compiler, build)
     objs = {"driver": d / f"driver_{row.family}.o"} if table.families[row.family].driver else {}
+    for src in table.families[row.family].vl_agnostic_sources:
+        objs[f"driver:{src.stem}"] = driver_part_object(build_dir, compiler, build, row.family, src)
     objs["kernel"] = kernel_object(build_dir, table, compiler, build, kernel, variant)
     for src in extra_sources(table, kernel, variant):
         objs[f"extra:{src.stem}"] = d / "extra" / f"{src.stem}.o"
     return {**objs, "harness": harness_object(build_dir, compiler, build)}
+
+
+def shared_build(build: str) -> str:
+    """The build whose object of VL-agnostic code (the same bytes in every SVE build) `build`
+    links: the VLA build's for every VLS build; the no-SVE and native builds keep their own."""
+    return "vla" if vls_bits(build) else build
 
 
 def kernel_build(table: KernelTable, kernel: str, variant: str, build: str) -> str:
@@ -132,7 +140,28 @@ def kernel_build(table: KernelTable, kernel: str, variant: str, build: str) -> s
     the same bytes in every SVE build: baselines without SVE code) links the VLA build's in every
     VLS build. Compiled per VLS build, those objects were 80 of a default sweep's compiles (4.8 of
     its 17.9 CPU s of kernel objects) that wrote the same bytes again."""
-    return "vla" if table.row(kernel, variant).vl_agnostic_object and vls_bits(build) else build
+    return shared_build(build) if table.row(kernel, variant).vl_agnostic_object else build
+
+
+def driver_part_object(build_dir: Path, compiler: str, build: str, family: str, source: Path) -> Path:
+    """The object of one of a family's vl_agnostic_sources that `build` links (shared_build)."""
+    return obj_dir(build_dir, compiler, shared_build(build)) / "driver" / family / f"{source.stem}.o"
+
+
+def driver_part_source(table: KernelTable, family: str, stem: str) -> Path:
+    found = [s for s in table.families[family].vl_agnostic_sources if s.stem == stem]
+    if len(found) != 1:
+        raise ValueError(f"family {family}: vl_agnostic source {stem}: {'not declared' if not found else 'ambiguous'}")
+    return found[0]
+
+
+def driver_part_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, family: str,
+                            stem: str) -> list[str]:
+    """The command of the driver part `build` links: the family's flags, the shared build's."""
+    src = driver_part_source(table, family, stem)
+    shared = shared_build(build)
+    return compile_cmd(build_dir, compiler, shared, src, driver_part_object(build_dir, compiler, shared, family, src),
+                       family_flags(table, family))
 
 
 def kernel_object(build_dir: Path, table: KernelTable, compiler: str, build: str, kernel: str, variant: str) -> Path:
@@ -145,7 +174,7 @@ def harness_build(build: str) -> str:
     checks a VLS binary's VL against the bits the driver passes (harness_init, built with the
     build's own flags); compiled per VLS build it cost 0.2-0.35 CPU s each and only its
     register allocation and its SVE byte fill (a preparation: uncounted) differed."""
-    return "vla" if vls_bits(build) else build
+    return shared_build(build)
 
 
 def harness_object(build_dir: Path, compiler: str, build: str) -> Path:
@@ -197,13 +226,13 @@ def prep_cache_dir(build_dir: Path, table: KernelTable, compiler: str, kernel: s
     """Where the binaries of (compiler, kernel, variant) share their preparations: the same
     folder for every build (VLA, VLS-N) and, in a family with a driver, every variant, since a
     preparation depends only on its size and parameters (docs/contracts.md section 1) and on
-    the code that computes it: the driver or the row's own source, the extra sources, the
+    the code that computes it: the driver (with its vl_agnostic_sources) or the row's own source, the extra sources, the
     harness, the headers beside them, the family's flags and the compiler's version."""
     row = table.row(kernel, variant)
     fam = table.families[row.family]
     own = fam.driver or row.source
-    sources = [own, *extra_sources(table, kernel, variant), HARNESS_SOURCE, *sorted(INCLUDE.glob("*.h")),
-               *sorted(Path(own).parent.glob("*.h"))]
+    sources = [own, *fam.vl_agnostic_sources, *extra_sources(table, kernel, variant), HARNESS_SOURCE,
+               *sorted(INCLUDE.glob("*.h")), *sorted(Path(own).parent.glob("*.h"))]
     name = row.family if fam.driver else f"{row.family}-{kernel}-{variant}"
     key = _prep_key(compiler, tuple(str(s) for s in sources), family_flags(table, row.family),
                     reduce_matrix_header(table))
@@ -323,6 +352,7 @@ def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kerne
     roi = roi_object(bd, compiler, backend, build)
     fam = table.families[row.family]
     lines = [driver_compile_cmd(bd, table, compiler, build, row.family)] if fam.driver else []
+    lines += [driver_part_compile_cmd(bd, table, compiler, build, row.family, s.stem) for s in fam.vl_agnostic_sources]
     if kernel_pch(bd, table, compiler, build, kernel, variant):
         lines += [sve_pch_cmd(bd, compiler, kernel_build(table, kernel, variant, build))]
     lines += [kernel_compile_cmd(bd, table, compiler, build, kernel, variant)]
