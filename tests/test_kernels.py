@@ -259,9 +259,10 @@ BROKEN = {
 @pytest.fixture(scope="module")
 def family_objects(binaries, all_sweep, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[Path]]:
     """The objects a broken kernel of a family links besides its own: the family's driver (with
-    its vl_agnostic_sources) and the harness, compiled as the broken kernel is (the driver's folder on the include path),
-    once per family for all its cases (BAD(n), the broken element, is in the kernel's source
-    alone: neither file names it). Each case compiled both again: a third of its time."""
+    its vl_agnostic_sources) and the harness, compiled as the broken kernel is (the driver's
+    folder on the include path), once per family for all its cases (BAD(n), the broken element,
+    is in the kernel's source alone: no other file names it). Each case compiled them again: a
+    third of its time."""
     binaries("copy", "acle_4v")  # the shared build tree (generated headers, marker object)
     bd, out = all_sweep.build_dir, tmp_path_factory.mktemp("family-objects")
     made: dict[str, list[Path]] = {}
