@@ -130,16 +130,13 @@ def kernel_objects(build_dir: Path, table: KernelTable, compiler: str, build: st
 
 
 def shared_build(build: str) -> str:
-    """The build whose object of VL-agnostic code (the same bytes in every SVE build) `build`
-    links: the VLA build's for every VLS build; the no-SVE and native builds keep their own."""
+    """The build whose object of code that is the same in every SVE build `build` links: VLA's."""
     return "vla" if vls_bits(build) else build
 
 
 def kernel_build(table: KernelTable, kernel: str, variant: str, build: str) -> str:
-    """The build whose kernel object `build` links: a row declared vl_agnostic_object (its object
-    the same bytes in every SVE build: baselines without SVE code) links the VLA build's in every
-    VLS build. Compiled per VLS build, those objects were 80 of a default sweep's compiles (4.8 of
-    its 17.9 CPU s of kernel objects) that wrote the same bytes again."""
+    """The build whose kernel object `build` links: shared_build's for a row declared
+    vl_agnostic_object (baselines without SVE code: 80 compiles of a default sweep, 4.8 CPU s)."""
     return shared_build(build) if table.row(kernel, variant).vl_agnostic_object else build
 
 
@@ -155,8 +152,7 @@ def driver_part_source(table: KernelTable, family: str, stem: str) -> Path:
     return found[0]
 
 
-def driver_part_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, family: str,
-                            stem: str) -> list[str]:
+def driver_part_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, family: str, stem: str) -> list[str]:
     """The command of the driver part `build` links: the family's flags, the shared build's."""
     src = driver_part_source(table, family, stem)
     shared = shared_build(build)
@@ -169,11 +165,9 @@ def kernel_object(build_dir: Path, table: KernelTable, compiler: str, build: str
 
 
 def harness_build(build: str) -> str:
-    """The build whose harness.o a build links: every SVE build of a compiler links the VLA
-    build's. Its code runs at any VL, lies outside every ROI (kernels never call it), and
-    checks a VLS binary's VL against the bits the driver passes (harness_init, built with the
-    build's own flags); compiled per VLS build it cost 0.2-0.35 CPU s each and only its
-    register allocation and its SVE byte fill (a preparation: uncounted) differed."""
+    """The build whose harness.o `build` links (shared_build): its code runs at any VL, outside
+    every ROI, and checks a VLS binary's VL against the bits its driver passes (harness_init);
+    per VLS build it cost 0.2-0.35 CPU s and only its registers and SVE byte fill differed."""
     return shared_build(build)
 
 
