@@ -333,7 +333,7 @@ def test_references_never_use_sve(binaries, all_sweep) -> None:
     """The drivers' references (pack/unpack block copy, reduction macros) may use Advanced SIMD
     but no SVE instruction: they must not share the code under test's vector unit or the
     compiler's SVE vectorizer."""
-    for obj, pattern in (("driver_vector.o", r"<reference_\w+>:"), ("driver_reduce.o", r"<ref_\w+>:")):
+    for obj, pattern in (("driver_vector.o", r"<reference_\w+>:"), ("driver/reduce/reference.o", r"<ref_\w+>:")):
         text = _disassembly(all_sweep.build_dir / "gcc" / "vla" / "obj" / obj)
         bodies = [b for b in text.split("\n\n") if re.search(pattern, b)]
         assert bodies, f"{obj}: no reference function found"
