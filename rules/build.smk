@@ -176,6 +176,30 @@ rule driver_object:
         "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} {rule}"
 
 
+# A family's vl_agnostic_sources (the reduce driver's references): compiled in the VLA build and
+# linked by every SVE build (analysis.stages.build.shared_build).
+rule driver_part_object:
+    priority: BUILD_PRIORITY
+    group: grouped(_build_group)
+    resources:
+        runtime=STEP_MINUTES,
+    input:
+        src=lambda wc: str(B.driver_part_source(TABLE, wc.family, wc.stem)),
+        hdr=lambda wc: _headers(B.driver_part_source(TABLE, wc.family, wc.stem)),
+        gen=f"{BUILD}/gen/reduce_matrix.h",
+        cc=lambda wc: stamp(T.stamp_name(wc.compiler, wc.build)),
+        cmd=_command("driver_part_object", lambda wc: _cmd(B.driver_part_compile_cmd(
+            SWEEP.build_dir, TABLE, wc.compiler, wc.build, wc.family, wc.stem))),
+    output:
+        f"{BUILD}/{{compiler}}/{{build}}/obj/driver/{{family}}/{{stem}}.o",
+    log:
+        f"{BUILD}/logs/{{compiler}}/{{build}}/driver-{{family}}-{{stem}}.log",
+    wildcard_constraints:
+        stem="[a-z][a-z0-9_]*",
+    shell:
+        "bash {input.cmd:q} > {log:q} 2>&1 || {PY} -m analysis.core.failure {log:q} {rule}"
+
+
 # Further sources of a row (extra_sources) and the MPI session of an `mpi: true` family.
 rule extra_object:
     priority: BUILD_PRIORITY

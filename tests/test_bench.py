@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.commands import bench as bench_module
 from analysis.commands.bench import TARGETS
 from analysis.commands.report import LOAD_PROBE, load_seconds, page_load
 from conftest import PY, REPO
@@ -79,6 +80,20 @@ def test_bench_runs_every_part_and_prints_each_target(tmp_path: Path) -> None:
     assert "report.html of the default sweep: " in proc.stdout and "size <= 1.5e+06: " in proc.stdout
     if shutil.which("chromium"):
         assert len(page["loads_s"]) == 3 and page["load_s"] == sorted(page["loads_s"])[1] and page["load_s"] > 0
+
+
+def test_the_targets_are_issue_53s_and_the_docs_say_the_same() -> None:
+    """Issue 53 set the default sweep to 30 s and 60 CPU s and the regression set to 5 s; bench's
+    docstring and the first paragraph of docs/speed.md state the targets it prints."""
+    assert {k: TARGETS[k] for k in ("default_s", "default_cpu_s", "regression_set_s", "rerun_noop_s",
+                                    "full_matrix_s", "overhead_ratio")} == {
+        "default_s": 30.0, "default_cpu_s": 60.0, "regression_set_s": 5.0, "rerun_noop_s": 1.0,
+        "full_matrix_s": 80.0, "overhead_ratio": 1.05}
+    doc = " ".join((bench_module.__doc__ or "").split())
+    assert "(targets on 2 cores: <= 30 s and <= 60 CPU s)" in doc and "clean tree (target <= 5 s)" in doc
+    speed = " ".join((REPO / "docs" / "speed.md").read_text().split("\n\n")[1].split())
+    assert speed.startswith("Targets (issue 53;") and "<= 30 s and <= 60 CPU s" in speed, speed
+    assert "regression set <= 5 s" in speed and "matrix <= 80 s" in speed and "<= 1.05x" in speed, speed
 
 
 def test_load_seconds_reads_what_the_page_wrote() -> None:

@@ -102,6 +102,83 @@ def test_every_sve_build_of_a_compiler_links_one_harness_object() -> None:
     assert build.harness_object(bd, "native", "host") == bd / "native" / "host" / "obj" / "harness.o"
 
 
+def test_a_vl_agnostic_rows_vls_binaries_link_the_vla_builds_kernel_object() -> None:
+    """A row declared vl_agnostic_object (configs/kernels.yaml) is compiled once per compiler, in
+    the VLA build, and every VLS binary of it links that object; the other rows keep one object
+    per build, and the no-SVE build keeps its own."""
+    from analysis.core import config
+    table = config.load(REPO / "configs" / "default.yaml").table
+    bd = Path("/b")
+    agnostic = {r.name for r in table.rows if r.vl_agnostic_object}
+    assert agnostic == {"copy-c_scalar", "copy-glibc_memcpy", "copy-memcpy_a64fx", "pack-blocks_call",
+                        "pack-blocks_generic", "unpack-blocks_call", "unpack-blocks_generic", "reduce-c_scalar"}
+    for compiler in ("gcc", "clang"):
+        vla = build.kernel_objects(bd, table, compiler, "vla", "reduce", "c_scalar")["kernel"]
+        assert vla == bd / compiler / "vla" / "obj" / "reduce-c_scalar.o"
+        for b in ("vls128", "vls512", "vls2048"):
+            assert build.kernel_objects(bd, table, compiler, b, "reduce", "c_scalar")["kernel"] == vla
+            assert build.kernel_compile_cmd(bd, table, compiler, b, "reduce", "c_scalar") == \
+                build.kernel_compile_cmd(bd, table, compiler, "vla", "reduce", "c_scalar")
+            own = build.kernel_objects(bd, table, compiler, b, "reduce", "c_autovec")["kernel"]
+            assert own == bd / compiler / b / "obj" / "reduce-c_autovec.o"
+            assert f"-msve-vector-bits={b[3:]}" in build.kernel_compile_cmd(bd, table, compiler, b, "reduce", "c_autovec")
+        assert build.kernel_object(bd, table, compiler, "nosve", "reduce", "c_scalar") == \
+            bd / compiler / "nosve" / "obj" / "reduce-c_scalar.o"
+
+
+def test_the_reduce_drivers_references_are_one_object_per_compiler_linked_by_every_sve_build() -> None:
+    """The reduce driver's 66 references (kernels/reduce/reference.c, the family's
+    vl_agnostic_sources) were most of its compile in each of the six SVE builds: every reduce
+    binary of a compiler now links the VLA build's object, compiled with the family's flags; the
+    driver itself stays one object per build (its fills and its VL check are the build's)."""
+    from analysis.core import config
+    sweep = config.load(REPO / "configs" / "default.yaml", {"build_dir": "/b"})
+    table, bd = sweep.table, Path("/b")
+    ref = REPO / "kernels" / "reduce" / "reference.c"
+    assert table.families["reduce"].vl_agnostic_sources == (ref,)
+    for compiler in ("gcc", "clang"):
+        shared = bd / compiler / "vla" / "obj" / "driver" / "reduce" / "reference.o"
+        for b in ("vla", "vls128", "vls2048"):
+            objs = build.kernel_objects(bd, table, compiler, b, "reduce", "acle")
+            assert list(objs) == ["driver", "driver:reference", "kernel", "harness"]
+            assert objs["driver:reference"] == shared and objs["driver"] == bd / compiler / b / "obj" / "driver_reduce.o"
+            cmd = build.driver_part_compile_cmd(bd, table, compiler, b, "reduce", "reference")
+            assert cmd == build.driver_part_compile_cmd(bd, table, compiler, "vla", "reduce", "reference")
+            assert shlex.join(cmd) in build.binary_commands(sweep, compiler, b, "qemu", "reduce", "acle")
+        assert build.kernel_objects(bd, table, compiler, "nosve", "reduce", "acle")["driver:reference"] == \
+            bd / compiler / "nosve" / "obj" / "driver" / "reduce" / "reference.o"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", ["gcc", pytest.param("clang", marks=pytest.mark.needs_clang)])
+def test_every_object_declared_vl_agnostic_compiles_to_the_same_bytes_in_every_sve_build(tmp_path: Path,
+                                                                                        compiler: str) -> None:
+    """The declarations are true: each vl_agnostic_object row of the kernel table and each
+    family's vl_agnostic_sources, compiled with each VLS build's own flags (-msve-vector-bits=N,
+    as before the declaration), is the same bytes as the VLA build's object its VLS binaries link."""
+    from analysis.core import config
+    from analysis.core.kernels import VLS_ALLOWED
+    sweep = config.load(REPO / "configs" / "default.yaml", {"build_dir": str(tmp_path / "build")})
+    table, bd = sweep.table, sweep.build_dir
+    (bd / "gen").mkdir(parents=True)
+    (bd / "gen" / "reduce_matrix.h").write_text(build.reduce_matrix_header(table))
+    # Each row's kernel object, and each family's driver parts (the families that need no MPI to compile).
+    declared = [(r.name, r.source, build.kernel_flags(table, r.kernel, r.variant, compiler))
+                for r in table.rows if r.vl_agnostic_object]
+    declared += [(f"{name}-{src.stem}", src, build.family_flags(table, name))
+                 for name, fam in table.families.items() if not fam.mpi for src in fam.vl_agnostic_sources]
+    assert len(declared) == 9
+    differ = []
+    for name, source, flags in declared:
+        objs = {}
+        for b in ("vla", *(f"vls{v}" for v in VLS_ALLOWED)):
+            objs[b] = tmp_path / b / f"{name}.o"
+            objs[b].parent.mkdir(exist_ok=True)
+            subprocess.run(build.compile_cmd(bd, compiler, b, source, objs[b], flags), check=True)
+        differ += [f"{name} {b}" for b, o in objs.items() if o.read_bytes() != objs["vla"].read_bytes()]
+    assert differ == []
+
+
 @pytest.mark.slow
 @pytest.mark.needs_clang
 def test_an_acle_object_made_with_the_precompiled_arm_sve_h_is_the_one_made_without(tmp_path: Path) -> None:

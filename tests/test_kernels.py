@@ -257,24 +257,24 @@ BROKEN = {
 
 
 @pytest.fixture(scope="module")
-def family_objects(binaries, all_sweep, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Path, Path]]:
-    """The objects a broken kernel of a family links besides its own: the family's driver and
-    the harness, compiled as the broken kernel is (the driver's folder on the include path),
-    once per family for all its cases (BAD(n), the broken element, is in the kernel's source
-    alone: neither file names it). Each case compiled both again: a third of its time."""
+def family_objects(binaries, all_sweep, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[Path]]:
+    """The objects a broken kernel of a family links besides its own: the family's driver (with
+    its vl_agnostic_sources) and the harness, compiled as the broken kernel is (the driver's
+    folder on the include path), once per family for all its cases (BAD(n), the broken element,
+    is in the kernel's source alone: no other file names it). Each case compiled them again: a
+    third of its time."""
     binaries("copy", "acle_4v")  # the shared build tree (generated headers, marker object)
     bd, out = all_sweep.build_dir, tmp_path_factory.mktemp("family-objects")
-    made: dict[str, tuple[Path, Path]] = {}
+    made: dict[str, list[Path]] = {}
 
-    def get(family: str) -> tuple[Path, Path]:
+    def get(family: str) -> list[Path]:
         if family not in made:
             drv = REPO / "kernels" / family / "driver.c"
-            objs = []
-            for s in (drv, build.HARNESS_SOURCE):
+            made[family] = []
+            for s in (drv, *all_sweep.table.families[family].vl_agnostic_sources, build.HARNESS_SOURCE):
                 obj = out / f"{family}-{s.parent.name}-{s.stem}.o"
                 assert run(build.compile_cmd(bd, "gcc", "vla", s, obj, (f"-I{drv.parent}",))).returncode == 0
-                objs.append(obj)
-            made[family] = (objs[0], objs[1])
+                made[family].append(obj)
         return made[family]
 
     return get
@@ -293,9 +293,9 @@ def test_a_kernel_wrong_in_one_element_fails_its_check(family_objects, all_sweep
     obj = tmp_path / "broken.o"
     flags = (f"-I{drv.parent}", f"-DBAD(n)={WHERE[where]}")
     assert run(build.compile_cmd(bd, "gcc", "vla", src, obj, flags)).returncode == 0
-    driver, harness = family_objects(family)
+    *drivers, harness = family_objects(family)
     exe = tmp_path / "k"
-    assert run(build.link_cmd("gcc", [driver, obj, harness, build.roi_object(bd, "gcc", "qemu")], exe)).returncode == 0
+    assert run(build.link_cmd("gcc", [*drivers, obj, harness, build.roi_object(bd, "gcc", "qemu")], exe)).returncode == 0
     i = {"start": 0, "middle": units // 2, "end": units - 1}[where]
     expected = needle.replace("{2i+1}", str(2 * i + 1)).replace("{2i}", str(2 * i)).replace("{i}", str(i))
     for vl in (128, 2048):
@@ -318,9 +318,9 @@ def test_a_kernel_wrong_in_one_element_fails_in_a_batch_s_later_run(family_objec
     drv = REPO / "kernels" / family / "driver.c"
     obj = tmp_path / "broken.o"
     assert run(build.compile_cmd(bd, "gcc", "vla", src, obj, (f"-I{drv.parent}", f"-DBAD(n)={WHERE['middle']}"))).returncode == 0
-    driver, harness = family_objects(family)
+    *drivers, harness = family_objects(family)
     exe = tmp_path / "k"
-    assert run(build.link_cmd("gcc", [driver, obj, harness, build.roi_object(bd, "gcc", "qemu")], exe)).returncode == 0
+    assert run(build.link_cmd("gcc", [*drivers, obj, harness, build.roi_object(bd, "gcc", "qemu")], exe)).returncode == 0
     first, second = run_plain_batch(exe, [(128, size, params), (2048, size, params)])[:2]
     assert first.passed(128), first
     i = units // 2
@@ -333,7 +333,7 @@ def test_references_never_use_sve(binaries, all_sweep) -> None:
     """The drivers' references (pack/unpack block copy, reduction macros) may use Advanced SIMD
     but no SVE instruction: they must not share the code under test's vector unit or the
     compiler's SVE vectorizer."""
-    for obj, pattern in (("driver_vector.o", r"<reference_\w+>:"), ("driver_reduce.o", r"<ref_\w+>:")):
+    for obj, pattern in (("driver_vector.o", r"<reference_\w+>:"), ("driver/reduce/reference.o", r"<ref_\w+>:")):
         text = _disassembly(all_sweep.build_dir / "gcc" / "vla" / "obj" / obj)
         bodies = [b for b in text.split("\n\n") if re.search(pattern, b)]
         assert bodies, f"{obj}: no reference function found"

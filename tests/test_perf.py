@@ -269,7 +269,7 @@ def test_a_repeated_call_copies_its_reset_back_instead_of_computing_it(tmp_path:
     the fill, the copy of inout into expect and the scalar reference reducing into it, not one
     fill more per call; and the reference, made in the buffer of the copy before it, is computed,
     not taken for a repeat of the copy (it was, and the check failed)."""
-    exe = _native(tmp_path, ("kernels/reduce/driver.c", "kernels/reduce/acle.c"), "reduce")
+    exe = _native(tmp_path, ("kernels/reduce/driver.c", "kernels/reduce/reference.c", "kernels/reduce/acle.c"), "reduce")
     (tmp_path / "prep").mkdir()
     proc = subprocess.run(["env", "-i", "SVE_HARNESS_CALLS=3", "SVE_HARNESS_WARMUP=1", "qemu-aarch64", "-cpu", "max",
                            str(exe), "256", "4096", "op=max", "dtype=float", "nan=1"],

@@ -4,13 +4,13 @@ tests). Each timed step also records the CPU seconds of its processes: on a mach
 with other work the wall time says little, the CPU time stays comparable.
 
 1. setup: `setup/install.sh` on an installed machine (the no-op path every command pays);
-2. the default count sweep from a clean results and build tree (targets on 2 cores: <= 45 s and
-   <= 80 CPU s), its CPU seconds in parts (QEMU, builds, the count jobs' Python, the other jobs,
+2. the default count sweep from a clean results and build tree (targets on 2 cores: <= 30 s and
+   <= 60 CPU s), its CPU seconds in parts (QEMU, builds, the count jobs' Python, the other jobs,
    Snakemake: bench_parts), and where its guest instructions go: the share outside the ROI
    (filling the inputs, computing the reference, verifying) per kernel, from the sweep's own counts;
 3. the same sweep again with nothing changed, as a user re-runs it (`./harness sweep`), median of 3
    (target <= 1 s);
-4. the regression set (`./harness regress`) from a clean tree (target <= 10 s);
+4. the regression set (`./harness regress`) from a clean tree (target <= 5 s);
    where gem5 is found: the default cycle sweep on that tree (target <= 30 min) and gem5's
    simulated instructions per host second, O3 and fast-forward; then the same sweep in gem5's
    sampled mode, validated

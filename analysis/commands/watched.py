@@ -76,7 +76,8 @@ def watch(sweep_file: str, sweep: config.Sweep) -> dict[str, list[str]]:
     sources = {os.path.abspath(mpi.SESSION_SOURCE)}
     for row in sweep.table.rows:
         sources.update(os.path.abspath(p) for p in (row.source, *row.extra_sources))
-    sources.update(os.path.abspath(f.driver) for f in sweep.table.families.values() if f.driver is not None)
+    for fam in sweep.table.families.values():
+        sources.update(os.path.abspath(p) for p in ((fam.driver,) if fam.driver else ()) + fam.vl_agnostic_sources)
     trees = [str(REPO / t) for t in TREES]
 
     def outside_trees(path: str) -> bool:

@@ -52,6 +52,7 @@ class Family:
     mpi: bool  # links an arm64 Open MPI (analysis/core/mpi.py)
     mpi_library: str  # which one: a name analysis.core.mpi.library() knows
     cflags: tuple[str, ...]
+    vl_agnostic_sources: tuple[Path, ...]  # driver parts compiled once per compiler, in the VLA build
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class KernelRow:
     not_simulated: str | None  # why gem5 cannot run this row: left out of the cycle sweep, said in one line
     env: tuple[tuple[str, str], ...]  # guest environment of its runs, besides the family's
     sve: bool  # False: built without SVE (build NOSVE) and run under -cpu <model>,sve=off
+    vl_agnostic_object: bool  # the same object bytes in every SVE build: compiled once, in the VLA build
 
     @property
     def name(self) -> str:
@@ -238,7 +240,7 @@ def _family(name: str, f: dict[str, Any], base: Path) -> Family:
         tuple(f["dtypes"]), dict(f["params"]), ops,
         dict(f["traffic"]) if "traffic" in f else {},  # undeclared: no bandwidth for this family
         mpi=f["mpi"], mpi_library=f["mpi_library"],
-        cflags=tuple(f["cflags"]),
+        cflags=tuple(f["cflags"]), vl_agnostic_sources=tuple(resolve_path(s, base) for s in f["vl_agnostic_sources"]),
     )
 
 
@@ -250,7 +252,7 @@ def _row(r: dict[str, Any], base: Path) -> KernelRow:
         Loop(loop["vectors_per_iteration"], loop["rounding"]) if loop else None,
         host_native=r["host_native"], extra_sources=tuple(resolve_path(x, base) for x in r["extra_sources"]),
         memcpy=r["memcpy"], host_isa=r.get("host_isa"), not_simulated=r.get("not_simulated"),
-        env=tuple(sorted(r["env"].items())), sve=r["sve"],
+        env=tuple(sorted(r["env"].items())), sve=r["sve"], vl_agnostic_object=r["vl_agnostic_object"],
     )
 
 
@@ -278,7 +280,7 @@ def load_table(paths: list[Path]) -> KernelTable:
     for row in rows:
         if row.family not in families:
             raise ConfigError(f"kernel {row.name}: unknown family '{row.family}'; known: {', '.join(families)}")
-        for src in (row.source, *row.extra_sources):
+        for src in (row.source, *row.extra_sources, *families[row.family].vl_agnostic_sources):
             if not src.exists():
                 raise ConfigError(f"kernel {row.name}: source {src} does not exist")
         if row.host_isa and not row.host_native:

@@ -121,19 +121,54 @@ def kernel_objects(build_dir: Path, table: KernelTable, compiler: str, build: st
     row = table.row(kernel, variant)
     d = obj_dir(build_dir, compiler, build)
     objs = {"driver": d / f"driver_{row.family}.o"} if table.families[row.family].driver else {}
-    objs["kernel"] = d / f"{kernel}-{variant}.o"
+    for src in table.families[row.family].vl_agnostic_sources:
+        objs[f"driver:{src.stem}"] = driver_part_object(build_dir, compiler, build, row.family, src)
+    objs["kernel"] = kernel_object(build_dir, table, compiler, build, kernel, variant)
     for src in extra_sources(table, kernel, variant):
         objs[f"extra:{src.stem}"] = d / "extra" / f"{src.stem}.o"
     return {**objs, "harness": harness_object(build_dir, compiler, build)}
 
 
-def harness_build(build: str) -> str:
-    """The build whose harness.o a build links: every SVE build of a compiler links the VLA
-    build's. Its code runs at any VL, lies outside every ROI (kernels never call it), and
-    checks a VLS binary's VL against the bits the driver passes (harness_init, built with the
-    build's own flags); compiled per VLS build it cost 0.2-0.35 CPU s each and only its
-    register allocation and its SVE byte fill (a preparation: uncounted) differed."""
+def shared_build(build: str) -> str:
+    """The build whose object of code that is the same in every SVE build `build` links: VLA's."""
     return "vla" if vls_bits(build) else build
+
+
+def kernel_build(table: KernelTable, kernel: str, variant: str, build: str) -> str:
+    """The build whose kernel object `build` links: shared_build's for a row declared
+    vl_agnostic_object (baselines without SVE code: 80 compiles of a default sweep, 4.8 CPU s)."""
+    return shared_build(build) if table.row(kernel, variant).vl_agnostic_object else build
+
+
+def driver_part_object(build_dir: Path, compiler: str, build: str, family: str, source: Path) -> Path:
+    """The object of one of a family's vl_agnostic_sources that `build` links (shared_build)."""
+    return obj_dir(build_dir, compiler, shared_build(build)) / "driver" / family / f"{source.stem}.o"
+
+
+def driver_part_source(table: KernelTable, family: str, stem: str) -> Path:
+    found = [s for s in table.families[family].vl_agnostic_sources if s.stem == stem]
+    if len(found) != 1:
+        raise ValueError(f"family {family}: vl_agnostic source {stem}: {'not declared' if not found else 'ambiguous'}")
+    return found[0]
+
+
+def driver_part_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, family: str, stem: str) -> list[str]:
+    """The command of the driver part `build` links: the family's flags, the shared build's."""
+    src = driver_part_source(table, family, stem)
+    shared = shared_build(build)
+    return compile_cmd(build_dir, compiler, shared, src, driver_part_object(build_dir, compiler, shared, family, src),
+                       family_flags(table, family))
+
+
+def kernel_object(build_dir: Path, table: KernelTable, compiler: str, build: str, kernel: str, variant: str) -> Path:
+    return obj_dir(build_dir, compiler, kernel_build(table, kernel, variant, build)) / f"{kernel}-{variant}.o"
+
+
+def harness_build(build: str) -> str:
+    """The build whose harness.o `build` links (shared_build): its code runs at any VL, outside
+    every ROI, and checks a VLS binary's VL against the bits its driver passes (harness_init);
+    per VLS build it cost 0.2-0.35 CPU s and only its registers and SVE byte fill differed."""
+    return shared_build(build)
 
 
 def harness_object(build_dir: Path, compiler: str, build: str) -> Path:
@@ -185,13 +220,13 @@ def prep_cache_dir(build_dir: Path, table: KernelTable, compiler: str, kernel: s
     """Where the binaries of (compiler, kernel, variant) share their preparations: the same
     folder for every build (VLA, VLS-N) and, in a family with a driver, every variant, since a
     preparation depends only on its size and parameters (docs/contracts.md section 1) and on
-    the code that computes it: the driver or the row's own source, the extra sources, the
+    the code that computes it: the driver (with its vl_agnostic_sources) or the row's own source, the extra sources, the
     harness, the headers beside them, the family's flags and the compiler's version."""
     row = table.row(kernel, variant)
     fam = table.families[row.family]
     own = fam.driver or row.source
-    sources = [own, *extra_sources(table, kernel, variant), HARNESS_SOURCE, *sorted(INCLUDE.glob("*.h")),
-               *sorted(Path(own).parent.glob("*.h"))]
+    sources = [own, *fam.vl_agnostic_sources, *extra_sources(table, kernel, variant), HARNESS_SOURCE,
+               *sorted(INCLUDE.glob("*.h")), *sorted(Path(own).parent.glob("*.h"))]
     name = row.family if fam.driver else f"{row.family}-{kernel}-{variant}"
     key = _prep_key(compiler, tuple(str(s) for s in sources), family_flags(table, row.family),
                     reduce_matrix_header(table))
@@ -217,10 +252,11 @@ def _prep_key(compiler: str, sources: tuple[str, ...], flags: tuple[str, ...], g
 
 
 def kernel_compile_cmd(build_dir: Path, table: KernelTable, compiler: str, build: str, kernel: str, variant: str) -> list[str]:
+    """The command of the kernel object that `build` links (kernel_build)."""
     row = table.row(kernel, variant)
-    out = obj_dir(build_dir, compiler, build) / f"{kernel}-{variant}.o"
-    pch = kernel_pch(build_dir, table, compiler, build, kernel, variant)
-    return compile_cmd(build_dir, compiler, build, row.source, out,
+    shared = kernel_build(table, kernel, variant, build)
+    pch = kernel_pch(build_dir, table, compiler, shared, kernel, variant)
+    return compile_cmd(build_dir, compiler, shared, row.source, kernel_object(build_dir, table, compiler, shared, kernel, variant),
                        kernel_flags(table, kernel, variant, compiler) + (("-include-pch", str(pch)) if pch else ()))
 
 
@@ -241,7 +277,8 @@ def kernel_pch(build_dir: Path, table: KernelTable, compiler: str, build: str, k
     row = table.row(kernel, variant)
     if compiler not in SVE_PCH_COMPILERS or kernel_flags(table, kernel, variant, compiler):
         return None
-    return sve_pch_path(build_dir, compiler, build) if includes_sve_header(Path(row.source)) else None
+    shared = kernel_build(table, kernel, variant, build)
+    return sve_pch_path(build_dir, compiler, shared) if includes_sve_header(Path(row.source)) else None
 
 
 INCLUDE_LINE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
@@ -309,8 +346,9 @@ def binary_commands(sweep: Sweep, compiler: str, build: str, backend: str, kerne
     roi = roi_object(bd, compiler, backend, build)
     fam = table.families[row.family]
     lines = [driver_compile_cmd(bd, table, compiler, build, row.family)] if fam.driver else []
+    lines += [driver_part_compile_cmd(bd, table, compiler, build, row.family, s.stem) for s in fam.vl_agnostic_sources]
     if kernel_pch(bd, table, compiler, build, kernel, variant):
-        lines += [sve_pch_cmd(bd, compiler, build)]
+        lines += [sve_pch_cmd(bd, compiler, kernel_build(table, kernel, variant, build))]
     lines += [kernel_compile_cmd(bd, table, compiler, build, kernel, variant)]
     lines += [extra_compile_cmd(bd, table, compiler, build, src.stem) for src in extra_sources(table, kernel, variant)]
     lines += [

@@ -9,22 +9,9 @@
 
 #include "harness.h"
 #include "ops.h"
+#include "reference.h"
 
-/* The reference of every op x dtype: the C macro, never vectorized with SVE (GCC may use
- * Advanced SIMD: see HARNESS_REFERENCE). */
-#define DEFINE_REF(op, dname, T)                                                           \
-    static HARNESS_REFERENCE void ref_##op##_##dname(const void *in, void *inout, size_t n) \
-    {                                                                                   \
-        const T *a = in;                                                                \
-        T *b = inout;                                                                   \
-        if (harness_prep_begin(b, n * sizeof(T), NULL, 0)) {                            \
-            HARNESS_REFERENCE_LOOP                                                      \
-            for (size_t i = 0; i < n; i++)                                              \
-                REDUCE_STEP_##op(b[i], a[i]);                                           \
-        }                                                                               \
-        harness_prep_end();                                                             \
-    }
-REDUCE_MATRIX(DEFINE_REF)
+/* The reference of every op x dtype: reference.c, compiled once per compiler. */
 #define REF_ENTRY(op, dname, T) {#op, #dname, sizeof(T), ref_##op##_##dname},
 static const struct reduce_entry refs[] = {REDUCE_MATRIX(REF_ENTRY)};
 
