@@ -72,8 +72,8 @@ def test_absent_miss_count_is_zero_only_beside_its_access_count() -> None:
 
 
 def test_a_system_without_caches_has_no_miss_counts_and_needs_none() -> None:
-    """The ideal-memory system (SimpleMemory, no caches) prints no cache statistics: its rows
-    have no miss counts, none made up as 0; a system with caches still needs them."""
+    """The ideal-memory system (SimpleMemory, no data caches) prints no data cache statistics:
+    its rows have no miss counts, none made up as 0; a system with caches still needs them."""
     stats = (FIXTURES / "copy-c_scalar-a64fx-like-vl128-1048576" / "stats.txt").read_text()
     uncached = "\n".join(ln for ln in stats.splitlines() if not ln.startswith(("system.cpu.dcache.", "system.l2.")))
     values = gem5.parse_stats(uncached, "cell", caches=False)
@@ -83,10 +83,10 @@ def test_a_system_without_caches_has_no_miss_counts_and_needs_none() -> None:
         gem5.parse_stats(uncached, "cell")
 
 
-def test_the_ideal_memory_system_is_the_paper_core_without_caches() -> None:
+def test_the_ideal_memory_system_is_the_paper_core_without_data_caches() -> None:
     systems = config.load_gem5_systems()
     ideal, paper = systems["ideal-memory"], systems["paper"]
-    assert not {"l1i", "l1d", "l2"} & set(ideal)
+    assert not {"l1d", "l2"} & set(ideal) and ideal["l1i"] == paper["l1i"]
     assert ideal["memory"]["type"] == "SimpleMemory" and ideal["o3"] == paper["o3"]
     assert (ideal["clock"], ideal["cache_line"]) == (paper["clock"], paper["cache_line"])
 
@@ -94,7 +94,7 @@ def test_the_ideal_memory_system_is_the_paper_core_without_caches() -> None:
 @pytest.mark.parametrize("change, refused", [
     (lambda s: s["memory"].pop("latency"), "latency"),
     (lambda s: s["memory"].update(type="DDR4_2400_8x8"), "memory/(latency|bandwidth): not used here: remove it"),
-    (lambda s: s.update(l1d={"size": "32KiB", "assoc": 4}), "l1i"),
+    (lambda s: s.update(l1d={"size": "32KiB", "assoc": 4}), "'l2' is a dependency of 'l1d'"),
 ], ids=["simple-memory-without-latency", "latency-on-dram", "one-cache-alone"])
 def test_a_system_description_that_cannot_be_built_is_refused_in_one_line(
         tmp_path: Path, change: Any, refused: str) -> None:
@@ -144,7 +144,7 @@ def test_one_gem5_for_three_vls_matches_qemu_and_a_gem5_per_vl(binaries, plugin_
 @pytest.mark.slow
 @pytest.mark.needs_gem5
 def test_the_ideal_memory_system_runs_the_same_roi_without_cache_rows(binaries, plugin_dir, tmp_path: Path) -> None:
-    """gem5's ideal-memory system (no caches, SimpleMemory) runs the same ROI instructions as
+    """gem5's ideal-memory system (the L1I only, SimpleMemory) runs the same ROI instructions as
     the paper system and has no miss counts; at one fixed latency and no line fills its copy
     takes fewer cycles than through the paper system's caches and DRAM."""
     systems = config.load_gem5_systems()

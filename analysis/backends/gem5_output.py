@@ -29,7 +29,7 @@ ZERO_WHEN_ABSENT = {
 def parse_stats(text: str, where: str, vl: int | None = None, caches: bool = True) -> dict[str, float]:
     """The first statistics block (the ROI: reset at roi_begin, dumped at roi_end). `vl`: its
     VL's CPUs (system.switch_cpu_vl512, ...) are read as system.switch_cpu and system.warm_cpu,
-    the other VLs' are left out. `caches`: whether the system has caches; without them (a
+    the other VLs' are left out. `caches`: whether the system has data caches; without them (a
     SimpleMemory system) there are no miss counts, and none is made up."""
     begin = text.find("---------- Begin Simulation Statistics ----------")
     end = text.find("---------- End Simulation Statistics   ----------")

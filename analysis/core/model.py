@@ -123,9 +123,9 @@ class Gem5System:
 
 
 def system_has_caches(description: dict[str, Any]) -> bool:
-    """Whether a gem5 system description has caches: L1s and L2 come together or not at all
-    (configs/schema/gem5_systems.schema.yaml); without them the gem5 script puts the core on the
-    memory bus and gem5 prints no cache statistics."""
+    """Whether a gem5 system description has data caches: L1D and L2 come together or not at
+    all (configs/schema/gem5_systems.schema.yaml); without them the gem5 script puts the core's
+    data port on the memory bus and gem5 prints no data cache statistics."""
     return "l1d" in description
 
 
