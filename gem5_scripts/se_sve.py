@@ -96,7 +96,9 @@ def build(desc, vls, cmd, sampled=False):
     system.cpu.clk_domain = system.clk_domain
     system.cpu.workload = process
 
-    system.membus = O.SystemXBar()
+    # The memory bus as gem5's SystemXBar, but for what the description changes (the ideal
+    # memory's: its width and latencies, which otherwise bound the data at 16 bytes a cycle).
+    system.membus = O.SystemXBar(**desc.get("bus", {}))
     system.system_port = system.membus.cpu_side_ports
     system.cpu.createInterruptController()
     if "l1d" in desc:
