@@ -95,7 +95,8 @@ def test_the_ideal_memory_system_is_the_paper_core_without_data_caches() -> None
     (lambda s: s["memory"].pop("latency"), "latency"),
     (lambda s: s["memory"].update(type="DDR4_2400_8x8"), "memory/(latency|bandwidth): not used here: remove it"),
     (lambda s: s.update(l1d={"size": "32KiB", "assoc": 4}), "'l2' is a dependency of 'l1d'"),
-], ids=["simple-memory-without-latency", "latency-on-dram", "one-cache-alone"])
+    (lambda s: s["bus"].update(widht=64), "Additional properties are not allowed"),
+], ids=["simple-memory-without-latency", "latency-on-dram", "one-cache-alone", "unknown-bus-parameter"])
 def test_a_system_description_that_cannot_be_built_is_refused_in_one_line(
         tmp_path: Path, change: Any, refused: str) -> None:
     doc = yaml.safe_load(config.GEM5_SYSTEMS.read_text())
