@@ -338,7 +338,7 @@ def run_once(gem5: Path, binary: Path, system: str, desc: dict[str, Any], run: R
 
 def record(run: Run, cell: str, where: Path, simout: str, cmd: list[str], seconds: float,
            sampled: dict[str, int] | None, caches: bool = True) -> dict[str, Any]:
-    """One VL's record from its fork's directory; a system without caches has no miss rows."""
+    """One VL's record from its fork's directory; a system without data caches has no miss rows."""
     fields = parse_ok_line(simout, cell)
     at = f"{cell} ({where})"
     stats = parse_stats((where / "stats.txt").read_text(), at, run.vl, caches)

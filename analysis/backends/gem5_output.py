@@ -29,8 +29,8 @@ ZERO_WHEN_ABSENT = {
 def parse_stats(text: str, where: str, vl: int | None = None, caches: bool = True) -> dict[str, float]:
     """The first statistics block (the ROI: reset at roi_begin, dumped at roi_end). `vl`: its
     VL's CPUs (system.switch_cpu_vl512, ...) are read as system.switch_cpu and system.warm_cpu,
-    the other VLs' are left out. `caches`: whether the system has data caches; without them (a
-    SimpleMemory system) there are no miss counts, and none is made up."""
+    the other VLs' are left out. `caches`: whether the system has data caches; without them (the
+    ideal-memory system: an L1I only) there are no miss counts, and none is made up."""
     begin = text.find("---------- Begin Simulation Statistics ----------")
     end = text.find("---------- End Simulation Statistics   ----------")
     if begin < 0 or end < 0:
