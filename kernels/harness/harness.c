@@ -817,6 +817,14 @@ SHARE_TEXT static void store_shared(void)
 SHARE_TEXT static int prep_decide(void)
 {
     share.loaded = 0;
+#ifndef HARNESS_REPEAT
+    /* Outside a batch the process makes one run (gem5, SimEng): what it computes is in its
+     * buffers already and no other run will ask for it, so it is neither kept nor copied back.
+     * Keeping it doubled what the program touched before the ROI, and in gem5 the kept copies
+     * evicted the kernel's inputs from the L2 (copy 1 MiB: every source line an L2 miss). */
+    if (!batch.active)
+        prep.copy = NULL;
+#endif
     if (!prep.computing)
         return 0;
     share_file_name(h.preps - 1);
