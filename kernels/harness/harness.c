@@ -451,8 +451,8 @@ static void copy_prep(unsigned char *to, const unsigned char *from, size_t n)
 /* In a batch (QEMU's count runs), a preparation is kept in a memfd and goes back into the run's
  * buffer with one pread: the host kernel copies, where an emulated copy loop costs QEMU a
  * translated load and store per 16 bytes (with the counting clients, 8 % of a default sweep's
- * QEMU time, and as much again to keep the copy). Outside a batch (gem5, whose SE mode has no
- * memfd_create; a native timing run) it is an emulated copy, as ever. 0: not kept this way. */
+ * QEMU time, and as much again to keep the copy). A timing build's repeated calls keep it in
+ * memory (an emulated copy); other runs outside a batch keep nothing (prep_decide). 0: not kept this way. */
 static int remember_in_file(struct prep_copy *c, int k, const void *p, size_t bytes)
 {
     if (!batch.active)
@@ -821,7 +821,9 @@ SHARE_TEXT static int prep_decide(void)
     /* Outside a batch the process makes one run (gem5, SimEng): what it computes is in its
      * buffers already and no other run will ask for it, so it is neither kept nor copied back.
      * Keeping it doubled what the program touched before the ROI, and in gem5 the kept copies
-     * evicted the kernel's inputs from the L2 (copy 1 MiB: every source line an L2 miss). */
+     * evicted the kernel's inputs from the L2 (copy 1 MiB: every source line an L2 miss).
+     * Decided here, past the begin marker in the sharing section, so that harness_prep_begin's
+     * counted code stays instruction for instruction as it was (tests/test_prep_cache.py). */
     if (!batch.active)
         prep.copy = NULL;
 #endif

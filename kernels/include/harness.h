@@ -129,7 +129,8 @@ void *harness_alloc(size_t bytes, size_t align);
  *
  * Everything from the begin to the end is left out of the whole-run count (the counting
  * plugins' preparation markers), so a run counts the same whether it computed or copied; the
- * copy after the end is counted in every run. What is computed must depend only on the
+ * copy after the end is counted in every run of a batch (a process that makes one run, outside
+ * a batch, computes in place and copies nothing). What is computed must depend only on the
  * run's size and parameters and on what the run computed before (the same steps in the same
  * order), never on the VL; a run that asks for other sizes than the one remembered fails. */
 int harness_prep_begin(void *a, size_t a_bytes, void *b, size_t b_bytes);
